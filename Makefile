@@ -1,0 +1,66 @@
+# Codec A/B service: every entry point a developer or CI needs. `make help` lists them.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+UV := $(VENV)/bin/uv
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+
+help:  ## List the targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+$(STAMP): requirements/dev.txt requirements/bootstrap.txt pyproject.toml deploy/local-kafka/pom.xml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --require-hashes -r requirements/bootstrap.txt
+	$(UV) pip install -q --python $(PY) --require-hashes -r requirements/dev.txt
+	$(UV) pip install -q --python $(PY) --no-deps --no-build-isolation -e .
+	$(PY) -m loadgen.localkafka resolve
+	touch $(STAMP)
+
+setup: $(STAMP)  ## Install everything: locked Python packages, the project, Kafka's jars
+
+lock:  ## Re-resolve the hashed lock files from pyproject.toml
+	$(UV) pip compile pyproject.toml --generate-hashes --python-version 3.11 -q -o requirements/runtime.txt
+	$(UV) pip compile pyproject.toml --group dev --generate-hashes --python-version 3.11 -q -o requirements/dev.txt
+
+proto: setup  ## Regenerate service/pb from schemas/*.proto
+	$(PY) -m grpc_tools.protoc -I schemas --python_out=service/pb --pyi_out=service/pb schemas/messages.proto
+
+format: setup  ## Format the code
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+lint: setup  ## ruff format --check and ruff check
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+
+typecheck: setup  ## mypy --strict
+	$(VENV)/bin/mypy service loadgen tests
+
+test-unit: setup  ## Unit tests (no network)
+	$(PY) -m pytest tests/unit
+
+test-integration: setup  ## Integration tests against a real broker (started if none is given)
+	$(PY) -m pytest tests/integration
+
+test: setup  ## Everything CI runs: lint, types, unit and integration tests
+	$(MAKE) --no-print-directory lint typecheck
+	$(PY) -m pytest
+
+check: lint typecheck test-unit  ## Fast pre-commit checks
+
+bench: setup  ## Worker vs a bare confluent-kafka + msgspec loop, msgs per CPU-second
+	$(PY) -m tests.perf.bench_worker
+
+kafka-start: setup  ## Start the local KRaft broker in the background (prints its address)
+	$(PY) -m loadgen.localkafka start
+
+kafka-stop: setup  ## Stop the local broker
+	$(PY) -m loadgen.localkafka stop
+
+clean:  ## Remove the virtualenv and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+.PHONY: help setup lock proto format lint typecheck test-unit test-integration test check bench kafka-start kafka-stop clean

@@ -1,0 +1,1 @@
+"""Load generation and the codec A/B runner."""

@@ -1,0 +1,3 @@
+"""Codec A/B stream-processing worker for Kafka."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,95 @@
+"""JSON codecs that validate with pydantic v2: the paths teams migrate away from.
+
+- `json+pydantic`: `Model.model_validate_json(data)`, one pass through jiter.
+- `json-stdlib+pydantic`: `Model.model_validate(json.loads(data))`, the legacy
+  two-pass path of the seed story (a dict tree first, then validation).
+- `orjson+pydantic`: `Model.model_validate(orjson.loads(data))`, the usual
+  "faster JSON" drop-in, still two passes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import orjson
+from pydantic import BaseModel
+
+from service.codecs.base import JSON, safe_decode
+from service.errors import EncodeError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class _PydanticCodec(Generic[M]):
+    """Shared conversions and error wrapping; subclasses choose the JSON library."""
+
+    name: str
+    content_type = JSON
+    decode_unchecked: Callable[[bytes], M]
+
+    def __init__(self, model: type[M]) -> None:
+        self._model = model
+        self.native_type = model
+
+    def to_builtins(self, obj: M, /) -> dict[str, Any]:
+        return obj.model_dump()
+
+    def from_builtins(self, data: dict[str, Any], /) -> M:
+        return self._model.model_validate(data)
+
+    def decode(self, data: bytes, /) -> M:
+        return safe_decode(self.name, self.decode_unchecked, data)
+
+    def encode(self, obj: M, /) -> bytes:
+        try:
+            return self._encode(obj)
+        except Exception as exc:
+            raise EncodeError(
+                type(exc).__name__, codec=self.name, reason="encode"
+            ) from exc
+
+    def _encode(self, obj: M) -> bytes:
+        raise NotImplementedError
+
+
+class PydanticJsonCodec(_PydanticCodec[M]):
+    """`Model.model_validate_json`: pydantic's own one-pass JSON path."""
+
+    name = "json+pydantic"
+
+    def __init__(self, model: type[M]) -> None:
+        super().__init__(model)
+        self.decode_unchecked = model.model_validate_json
+
+    def _encode(self, obj: M) -> bytes:
+        return obj.model_dump_json().encode()
+
+
+class StdlibJsonPydanticCodec(_PydanticCodec[M]):
+    """`Model.model_validate(json.loads(data))`: the legacy two-pass path."""
+
+    name = "json-stdlib+pydantic"
+
+    def __init__(self, model: type[M]) -> None:
+        super().__init__(model)
+        validate, loads = model.model_validate, json.loads
+        self.decode_unchecked = lambda data: validate(loads(data))
+
+    def _encode(self, obj: M) -> bytes:
+        return json.dumps(obj.model_dump(), separators=(",", ":")).encode()
+
+
+class OrjsonPydanticCodec(_PydanticCodec[M]):
+    """`Model.model_validate(orjson.loads(data))`: a faster parser, same validation."""
+
+    name = "orjson+pydantic"
+
+    def __init__(self, model: type[M]) -> None:
+        super().__init__(model)
+        validate, loads = model.model_validate, orjson.loads
+        self.decode_unchecked = lambda data: validate(loads(data))
+
+    def _encode(self, obj: M) -> bytes:
+        return orjson.dumps(obj.model_dump())

@@ -1,0 +1,128 @@
+"""The stub business logic: what the worker does with a decoded batch.
+
+The logic reads decoded objects by attribute only, so the same code runs on a
+pydantic model, a msgspec Struct and a protobuf message, and no codec pays for a
+conversion the others skip. `aggregate` touches every field a real consumer of the
+schema would (protobuf's upb backend decodes lazily: reading fields is where its
+cost is, DESIGN.md). `--work-us` adds a busy loop per message standing in for
+heavier logic. A message that breaks an invariant raises `LogicError` (poison).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from time import perf_counter_ns
+from typing import Any, Final, Literal
+
+from service.errors import LogicError
+from service.schemas import SchemaName
+
+Failures = list[tuple[int, Exception]]
+"""(index in the batch, exception) for each message the logic rejected."""
+
+_KEYS: Final = 4096
+"""Aggregates are kept per key modulo this, so memory stays bounded."""
+
+
+def _small(obj: Any, totals: dict[int, float]) -> None:
+    metrics = obj.metrics
+    if not obj.tags and not metrics:
+        raise LogicError("payload without tags or metrics")
+    key = obj.id % _KEYS
+    totals[key] = totals.get(key, 0.0) + sum(metrics)
+
+
+def _medium(obj: Any, totals: dict[int, float]) -> None:
+    total = 0.0
+    for item in obj.items:
+        quantity = item.quantity
+        if quantity <= 0:
+            raise LogicError("line item with a non-positive quantity")
+        total += quantity * item.unit_price * (1.0 - item.discount)
+    if total == 0.0:
+        raise LogicError("order without items")
+    key = obj.customer.customer_id % _KEYS
+    totals[key] = totals.get(key, 0.0) + total + obj.shipping_cost
+
+
+def _large(obj: Any, totals: dict[int, float]) -> None:
+    vehicles = obj.vehicles
+    if not vehicles:
+        raise LogicError("plan without vehicles")
+    load = 0.0
+    for vehicle in vehicles:
+        load += sum(vehicle.path)
+        for stop in vehicle.stops:
+            load += stop.eta if stop.kind != "break" else 0.0
+    key = obj.version % _KEYS
+    totals[key] = totals.get(key, 0.0) + load + sum(obj.costs)
+
+
+_LOGIC: Final[dict[SchemaName, Callable[[Any, dict[int, float]], None]]] = {
+    "small": _small,
+    "medium": _medium,
+    "large": _large,
+}
+
+
+class Handler:
+    """Runs the configured logic over a decoded batch.
+
+    Args:
+        schema: which schema's logic to run.
+        logic: `aggregate` (read fields, keep running totals per key) or `noop`.
+        work_us: extra busy-loop microseconds per message.
+    """
+
+    def __init__(
+        self,
+        schema: SchemaName,
+        logic: Literal["noop", "aggregate"],
+        work_us: float = 0.0,
+    ) -> None:
+        self.totals: dict[int, float] = {}
+        step = _LOGIC[schema] if logic == "aggregate" else None
+        work_ns = int(work_us * 1000)
+        # Choose the loop once: nothing in it tests the configuration per message.
+        if work_ns:
+            step = _with_work(step, work_ns)
+        self.handle_batch: Callable[[list[Any]], Failures | None] = (
+            self._noop if step is None else self._make(step)
+        )
+
+    @staticmethod
+    def _noop(objs: list[Any]) -> Failures | None:
+        return None
+
+    def _make(
+        self, step: Callable[[Any, dict[int, float]], None]
+    ) -> Callable[[list[Any]], Failures | None]:
+        totals = self.totals
+
+        def handle_batch(objs: list[Any]) -> Failures | None:
+            failures: Failures | None = None
+            for i, obj in enumerate(objs):
+                try:
+                    step(obj, totals)
+                except Exception as exc:
+                    if failures is None:
+                        failures = []
+                    failures.append((i, exc))
+            return failures
+
+        return handle_batch
+
+
+def _with_work(
+    step: Callable[[Any, dict[int, float]], None] | None, work_ns: int
+) -> Callable[[Any, dict[int, float]], None]:
+    """`step` followed by `work_ns` of busy CPU (heavier logic's stand-in)."""
+
+    def work(obj: Any, totals: dict[int, float]) -> None:
+        if step is not None:
+            step(obj, totals)
+        deadline = perf_counter_ns() + work_ns
+        while perf_counter_ns() < deadline:
+            pass
+
+    return work
