@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Final, Literal
 
@@ -95,16 +95,24 @@ class KafkaSettings(_Section):
                 )
         return extra
 
+    def masked_extra(self) -> dict[str, LibrdkafkaValue]:
+        """`extra` with the values of secret-looking keys masked."""
+        return {k: MASK if _SECRET_KEY.search(k) else v for k, v in self.extra.items()}
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        # str() and repr() of the settings must not show passthrough secrets.
+        for name, value in super().__repr_args__():
+            yield name, self.masked_extra() if name == "extra" else value
+
     def common_config(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:
         """librdkafka settings shared by the consumer and producers.
 
         The only place that maps fields to dotted librdkafka keys; secrets are
         masked unless `plaintext_secrets` (only when handing them to librdkafka).
         """
-        conf: dict[str, Any] = {
-            key: (MASK if _SECRET_KEY.search(key) and not plaintext_secrets else v)
-            for key, v in self.extra.items()
-        }
+        conf: dict[str, Any] = dict(
+            self.extra if plaintext_secrets else self.masked_extra()
+        )
         password = self.sasl_password
         typed: dict[str, Any] = {
             "bootstrap.servers": self.bootstrap_servers,
@@ -236,9 +244,7 @@ class Settings(BaseSettings):
     def masked(self) -> dict[str, Any]:
         """The effective configuration with every secret masked (for logs)."""
         data = self.model_dump(mode="json", by_alias=True)
-        data["kafka"]["extra"] = {
-            k: MASK if _SECRET_KEY.search(k) else v for k, v in self.kafka.extra.items()
-        }
+        data["kafka"]["extra"] = self.kafka.masked_extra()
         return data
 
 

@@ -1,0 +1,267 @@
+"""The batch loop with a fake consumer and producer: no broker needed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError
+from prometheus_client import CollectorRegistry
+
+from loadgen.payloads import make_payloads
+from service.codecs import CodecName, get_codec
+from service.consumer import BatchLoop, FatalError
+from service.delivery import ConfirmedProducer
+from service.errors import DeliveryError
+from service.handlers import Handler
+from service.metrics import Metrics
+from tests.fakes import FakeConsumer, FakeMessage, FakeProducer
+
+PAYLOADS = make_payloads("medium", 50, seed=11)
+
+
+class Rig:
+    """A loop wired to fakes, with its metrics registry."""
+
+    def __init__(
+        self,
+        codec_name: CodecName = "msgspec-msgpack",
+        *,
+        dead_letters: bool = True,
+        output: bool = False,
+        fail_with: Any = lambda record: None,
+        limit: int = 1 << 20,
+        every: int = 1,
+    ) -> None:
+        self.events: list[str] = []
+        self.codec = get_codec(codec_name, "medium")
+        self.consumer = FakeConsumer(events=self.events)
+        self.producer = FakeProducer(fail_with=fail_with, events=self.events)
+        confirmed = ConfirmedProducer(self.producer, timeout_s=1.0)
+        self.registry = CollectorRegistry()
+        self.loop = BatchLoop(
+            self.consumer,
+            codec=self.codec,
+            handle_batch=Handler("medium", "aggregate").handle_batch,
+            metrics=Metrics(self.registry, codec=codec_name, schema="medium"),
+            topic="in",
+            group="g",
+            max_payload_bytes=limit,
+            batch_size=100,
+            batch_timeout_s=0.01,
+            dead_letters=(confirmed, "in.dlq") if dead_letters else None,
+            output=(confirmed, "out") if output else None,
+            latency_sample_every=every,
+        )
+
+    def msg(self, i: int, *, partition: int = 0, value: bytes | None = None,
+            headers: list[tuple[str, bytes | None]] | None = None) -> FakeMessage:  # fmt: skip
+        if value is None:
+            value = self.codec.encode(self.codec.from_builtins(PAYLOADS[i % 50]))
+        if headers is None:
+            headers = [
+                ("x-sent-ns", b"1700000000000000000"),
+                ("x-seq", str(i).encode()),
+            ]
+        return FakeMessage(value, partition, i, _key=str(i).encode(), _headers=headers)
+
+    def sample(self, name: str, **labels: str) -> float:
+        value = self.registry.get_sample_value(name, labels)
+        return 0.0 if value is None else value
+
+    def ok(self) -> float:
+        return self.sample("worker_messages_total", codec=self.codec.name, outcome="ok")
+
+
+class TestHappyPath:
+    """Good batches are handled, counted and their offsets stored (+1)."""
+
+    def test_offsets_stored_per_partition(self) -> None:
+        rig = Rig()
+        batch = [rig.msg(i, partition=i % 3) for i in range(30)]
+        rig.loop.process(batch)
+        assert sorted(rig.consumer.stored[0]) == [
+            ("in", 0, 28),
+            ("in", 1, 29),
+            ("in", 2, 30),
+        ]
+        assert rig.ok() == 30
+        assert rig.sample("worker_bytes_total", codec="msgspec-msgpack") == sum(
+            len(m.value() or b"") for m in batch
+        )
+        assert (
+            rig.sample("worker_e2e_latency_seconds_count", codec="msgspec-msgpack")
+            == 30
+        )
+        assert rig.sample("worker_decode_seconds_count", codec="msgspec-msgpack") == 30
+        assert rig.sample("worker_batch_messages_count") == 1
+        assert rig.producer.produced == []
+
+    def test_latency_from_kafka_timestamp_without_header(self) -> None:
+        rig = Rig()
+        rig.loop.process([rig.msg(0, headers=[])])
+        # The fake's timestamp is in 2023: the latency lands in the top bucket.
+        assert (
+            rig.sample(
+                "worker_e2e_latency_seconds_bucket", codec="msgspec-msgpack", le="+Inf"
+            )
+            == 1
+        )
+
+    def test_latency_sampled_every_kth_message_across_batches(self) -> None:
+        rig = Rig(every=4)
+        rig.loop.process([rig.msg(i) for i in range(10)])
+        rig.loop.process([rig.msg(i) for i in range(10, 17)])
+        # Stream positions 0, 4, 8, 12, 16.
+        assert (
+            rig.sample("worker_e2e_latency_seconds_count", codec="msgspec-msgpack") == 5
+        )
+        assert rig.ok() == 17
+
+    def test_run_stops_and_ticks(self) -> None:
+        rig = Rig()
+        rig.consumer.batches = [[rig.msg(0)], [], [rig.msg(1)]]
+        ticks: list[int] = []
+        rig.loop.run(lambda: len(ticks) >= 3, lambda: ticks.append(1))
+        assert rig.ok() == 2 and len(ticks) == 3
+
+
+class TestPoison:
+    """Poison goes to the DLQ, acknowledged before the offset is stored."""
+
+    def test_dead_letter_before_store(self) -> None:
+        rig = Rig()
+        batch = [rig.msg(0), rig.msg(1, value=b"\xc1 not msgpack"), rig.msg(2)]
+        rig.loop.process(batch)
+        assert rig.events == ["ack:in.dlq", "store"]
+        assert rig.consumer.stored == [[("in", 0, 3)]]
+        [record] = rig.producer.acked
+        assert record["value"] == b"\xc1 not msgpack"
+        assert record["key"] == b"1"
+        headers = dict(record["headers"])
+        assert headers["x-seq"] == b"1"  # the original headers are kept
+        assert headers["x-dlq-reason"] == b"decode"
+        assert headers["x-dlq-stage"] == b"decode"
+        assert headers["x-dlq-codec"] == b"msgspec-msgpack"
+        assert headers["x-dlq-topic"] == b"in"
+        assert (headers["x-dlq-partition"], headers["x-dlq-offset"]) == (b"0", b"1")
+        assert headers["x-dlq-exception-type"] == b"msgspec.DecodeError"
+        assert headers["x-dlq-group"] == b"g"
+        assert rig.ok() == 2
+        assert (
+            rig.sample(
+                "worker_messages_total", codec="msgspec-msgpack", outcome="decode_error"
+            )
+            == 1
+        )
+        assert (
+            rig.sample(
+                "worker_dead_letters_total", codec="msgspec-msgpack", reason="decode"
+            )
+            == 1
+        )
+
+    @pytest.mark.parametrize(
+        ("value", "reason"), [(b"x" * 2000, "oversize"), (None, "empty")]
+    )
+    def test_oversize_and_empty(self, value: bytes | None, reason: str) -> None:
+        rig = Rig(limit=1500)
+        message = rig.msg(0)
+        message._value = value
+        rig.loop.process([message])
+        [record] = rig.producer.acked
+        assert dict(record["headers"])["x-dlq-reason"] == reason.encode()
+        assert record["value"] == value
+        assert rig.consumer.stored == [[("in", 0, 1)]]
+
+    def test_logic_error_is_dead_lettered(self) -> None:
+        rig = Rig()
+        broken = dict(PAYLOADS[0], items=[])
+        value = rig.codec.encode(rig.codec.from_builtins(broken))
+        rig.loop.process([rig.msg(0), rig.msg(1, value=value)])
+        [record] = rig.producer.acked
+        headers = dict(record["headers"])
+        assert headers["x-dlq-reason"] == b"logic"
+        assert headers["x-dlq-stage"] == b"process"
+        assert headers["x-dlq-exception-message"] == b"order without items"
+        assert (
+            rig.sample(
+                "worker_messages_total", codec="msgspec-msgpack", outcome="logic_error"
+            )
+            == 1
+        )
+        assert rig.ok() == 1
+
+    def test_failed_dead_letter_stores_nothing(self) -> None:
+        rig = Rig(fail_with=lambda record: KafkaError(KafkaError._MSG_TIMED_OUT))
+        with pytest.raises(DeliveryError, match=r"in\.dlq"):
+            rig.loop.process([rig.msg(0), rig.msg(1, value=b"\xc1")])
+        assert rig.consumer.stored == []
+
+    def test_fail_policy_stops_without_storing(self) -> None:
+        rig = Rig(dead_letters=False)
+        with pytest.raises(FatalError, match=r"in\[0\]@1"):
+            rig.loop.process([rig.msg(0), rig.msg(1, value=b"\xc1")])
+        assert rig.consumer.stored == []
+
+    def test_too_large_for_the_dlq_is_written_without_value(self) -> None:
+        too_large = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
+        rig = Rig(fail_with=lambda r: too_large if r["value"] else None)
+        rig.loop.process([rig.msg(0, value=b"\xc1" * 100)])
+        [record] = rig.producer.acked
+        assert record["value"] is None
+        assert dict(record["headers"])["x-dlq-value-dropped-bytes"] == b"100"
+        assert rig.consumer.stored == [[("in", 0, 1)]]
+
+    def test_consumer_error_is_counted_not_dead_lettered(self) -> None:
+        rig = Rig()
+        error = FakeMessage(
+            b"Broker: transport", -1, -1001, _error=KafkaError(KafkaError._TRANSPORT)
+        )
+        rig.loop.process([rig.msg(0), error])
+        assert rig.producer.produced == []
+        assert rig.consumer.stored == [[("in", 0, 1)]]
+        assert rig.sample("worker_consumer_errors_total", code="_TRANSPORT") == 1
+        assert rig.ok() == 1
+
+
+class TestOutput:
+    """Results are re-encoded with the codec and confirmed before the store."""
+
+    def test_output_records(self) -> None:
+        rig = Rig(output=True)
+        rig.loop.process([rig.msg(i) for i in range(5)])
+        assert rig.events[-1] == "store" and rig.events.count("ack:out") == 5
+        record = rig.producer.acked[2]
+        headers = dict(record["headers"])
+        assert headers["content-type"] == b"application/vnd.msgpack"
+        assert headers["x-seq"] == b"2"
+        assert rig.codec.to_builtins(rig.codec.decode(record["value"])) == PAYLOADS[2]
+
+
+class TestAuto:
+    """The auto codec decodes each message by its content-type header."""
+
+    def test_mixed_batch(self) -> None:
+        rig = Rig("auto")
+        batch = []
+        for i, name in enumerate(
+            ["json+pydantic", "msgspec-msgpack", "protobuf", "msgspec-json"]
+        ):
+            codec = get_codec(name, "medium")  # type: ignore[arg-type]
+            value = codec.encode(codec.from_builtins(PAYLOADS[i]))
+            headers: list[tuple[str, bytes | None]] = [
+                ("content-type", codec.content_type.encode())
+            ]
+            batch.append(rig.msg(i, value=value, headers=headers))
+        legacy = get_codec("json+pydantic", "medium")
+        batch.append(
+            rig.msg(
+                4, value=legacy.encode(legacy.from_builtins(PAYLOADS[4])), headers=[]
+            )
+        )
+        batch.append(rig.msg(5, headers=[("content-type", b"text/csv")]))
+        rig.loop.process(batch)
+        assert rig.sample("worker_messages_total", codec="auto", outcome="ok") == 5
+        [record] = rig.producer.acked
+        assert dict(record["headers"])["x-dlq-reason"] == b"content_type"

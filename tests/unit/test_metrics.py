@@ -1,0 +1,84 @@
+"""Per-batch histograms and the stub business logic."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from loadgen.payloads import make_payloads
+from service.codecs import REAL_CODECS, CodecName, get_codec
+from service.handlers import Handler
+from service.metrics import LATENCY_BUCKETS, BatchHistogram, Metrics, log_buckets
+
+
+class TestBatchHistogram:
+    """A histogram fed per batch exposes what per-message observes would."""
+
+    def test_observe_n_and_many(self) -> None:
+        registry = CollectorRegistry()
+        child = BatchHistogram(
+            "h_seconds", "doc", (0.1, 1.0), ["codec"], registry
+        ).labels("c")
+        child.observe_n(0.05, 3)
+        child.observe_many([0.5, 2.0])
+        get = registry.get_sample_value
+        assert get("h_seconds_bucket", {"codec": "c", "le": "0.1"}) == 3
+        assert get("h_seconds_bucket", {"codec": "c", "le": "1.0"}) == 4
+        assert get("h_seconds_bucket", {"codec": "c", "le": "+Inf"}) == 5
+        assert get("h_seconds_count", {"codec": "c"}) == 5
+        assert get("h_seconds_sum", {"codec": "c"}) == pytest.approx(2.65)
+
+    def test_log_buckets_resolve_tens_of_microseconds_to_seconds(self) -> None:
+        assert LATENCY_BUCKETS[0] == 1e-5 and LATENCY_BUCKETS[-1] >= 60
+        ratios = {round(b / a, 2) for a, b in itertools.pairwise(LATENCY_BUCKETS)}
+        assert max(ratios) <= 1.3
+        assert log_buckets(1.0, 8.0, 1) == (1.0, 2.0, 4.0, 8.0)
+
+    def test_exposition_has_the_design_names(self) -> None:
+        registry = CollectorRegistry()
+        Metrics(registry, codec="protobuf", schema="small")
+        text = generate_latest(registry).decode()
+        for name in ("worker_messages_total", "worker_bytes_total", "worker_decode_seconds",
+                     "worker_handle_seconds", "worker_e2e_latency_seconds",
+                     "worker_batch_messages", "worker_info", "process_cpu_seconds_total",
+                     "process_resident_memory_bytes"):  # fmt: skip
+            assert f"# TYPE {name.removesuffix('_total')}" in text, name
+        assert 'worker_info{codec="protobuf",schema="small"' in text
+        assert "_created" not in text
+
+
+class TestHandler:
+    """The logic reads fields by attribute on every codec's native type."""
+
+    @pytest.mark.parametrize("name", REAL_CODECS)
+    def test_same_totals_on_every_codec(self, name: CodecName) -> None:
+        reference = Handler("medium", "aggregate")
+        handler = Handler("medium", "aggregate")
+        codec, ref_codec = (
+            get_codec(name, "medium"),
+            get_codec("msgspec-json", "medium"),
+        )
+        payloads = make_payloads("medium", 30, seed=5)
+        assert handler.handle_batch([codec.from_builtins(p) for p in payloads]) is None
+        reference.handle_batch([ref_codec.from_builtins(p) for p in payloads])
+        assert handler.totals == pytest.approx(reference.totals)
+        assert handler.totals
+
+    def test_failures_carry_the_batch_index(self) -> None:
+        codec = get_codec("msgspec-msgpack", "small")
+        good, bad = make_payloads("small", 2)
+        bad = dict(bad, tags=[], metrics=[])
+        failures = Handler("small", "aggregate").handle_batch(
+            [
+                codec.from_builtins(good),
+                codec.from_builtins(bad),
+                codec.from_builtins(good),
+            ]
+        )
+        assert failures is not None and [i for i, _ in failures] == [1]
+
+    def test_noop_and_work(self) -> None:
+        assert Handler("large", "noop").handle_batch([object()]) is None
+        assert Handler("large", "noop", work_us=5).handle_batch([object()]) is None

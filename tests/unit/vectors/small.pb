@@ -1,0 +1,1 @@
+{	widget-Î±faststablev2" ¸…ëQ¸¾?333333@ffffff@333333@
