@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -159,19 +160,47 @@ def _run(settings: Settings) -> int:
 
 
 def _supervise(settings: Settings, argv: list[str]) -> int:
-    """Run N worker processes in the same group; metrics ports P, P+1, ..."""
+    """Run N worker processes in the same group; metrics ports P, P+1, ...
+
+    Signals are forwarded to every child. If the supervisor dies, its children get
+    SIGTERM from the kernel (Linux `PR_SET_PDEATHSIG`) and shut down cleanly. If one
+    child fails, the others are stopped and its exit status is returned, so an
+    orchestrator sees the failure and restarts the whole set.
+    """
     base_port = settings.metrics.port
     children = []
     for i in range(settings.processing.processes):
         port = 0 if base_port == 0 else base_port + i
         cmd = [sys.executable, "-m", "service", *argv, "--processes", "1"]
         cmd += ["--metrics-port", str(port)]
-        children.append(subprocess.Popen(cmd, env=os.environ.copy()))  # noqa: S603
+        children.append(
+            subprocess.Popen(cmd, env=os.environ.copy(), preexec_fn=_die_with_parent)  # noqa: S603
+        )
 
     def forward(signum: int, _frame: object) -> None:
         for child in children:
-            child.send_signal(signum)
+            if child.poll() is None:
+                child.send_signal(signum)
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    return max(child.wait() for child in children)
+    while True:
+        codes = [child.poll() for child in children]
+        failed = [c for c in codes if c not in (None, 0)]
+        if failed:
+            forward(signal.SIGTERM, None)
+            for child in children:
+                child.wait()
+            return failed[0]
+        if all(c == 0 for c in codes):
+            return 0
+        time.sleep(0.2)
+
+
+def _die_with_parent() -> None:
+    """In a child: ask the kernel for SIGTERM when the supervisor dies (Linux)."""
+    if sys.platform == "linux":
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)

@@ -207,3 +207,23 @@ class TestProcesses:
             assert w.messages() + second.messages() == n
             assert w.messages() > 0 and second.messages() > 0
             assert w.stop() == 0
+
+    def test_children_die_with_supervisor(self, kafka_bootstrap: str, topic_factory: Any,
+                                          log_file: Path) -> None:  # fmt: skip
+        topic = topic_factory(2)
+        w = WorkerProcess(kafka_bootstrap, topic, "--processes", "2", log=log_file)
+        second = WorkerProcess(kafka_bootstrap, topic)
+        second.port = w.port + 1
+        with w:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not (
+                w.metrics() and second.metrics()
+            ):
+                time.sleep(0.2)
+            assert w.metrics() and second.metrics()
+            w.stop(signal.SIGKILL)  # the supervisor only
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and (w.metrics() or second.metrics()):
+                time.sleep(0.2)
+            assert not w.metrics() and not second.metrics(), "orphaned worker processes"
+        assert log_file.read_text().count('"consumer_closed"') == 2
