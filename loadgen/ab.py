@@ -31,6 +31,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from loadgen import abreport, measure
 from loadgen.localkafka import LocalKafka, create_topic, delete_topic
+from service.children import die_with_parent
 from service.codecs import CODEC_NAMES, REAL_CODECS
 from service.schemas import SCHEMA_NAMES
 
@@ -101,7 +102,12 @@ class _Worker:
                "--schema", profile.schema, "--metrics-port", str(self.port),
                "--summary-interval-s", "5", *plan.worker_args]  # fmt: skip
         self._log = log.open("ab")
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)  # noqa: S603
+        self.proc = subprocess.Popen(  # noqa: S603
+            cmd,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent(),
+        )
 
     def wait_ready(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
@@ -140,7 +146,12 @@ def _loadgen(bootstrap: str, topic: str, codec: str, profile: Profile, run_id: s
     if profile.large_bytes:
         cmd += ["--large-bytes", str(profile.large_bytes)]
     cmd += ["--duration", str(duration)] if duration else ["--count", str(count)]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # noqa: S603
+    return subprocess.Popen(  # noqa: S603
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=die_with_parent(),
+    )
 
 
 def _summary(proc: subprocess.Popen[bytes], timeout: float) -> dict[str, Any]:

@@ -18,7 +18,6 @@ import argparse
 import atexit
 import base64
 import contextlib
-import ctypes
 import json
 import os
 import re
@@ -38,6 +37,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
+
+from service.children import die_with_parent
 
 POM_ENV = "LOCAL_KAFKA_POM"
 STATE_FILE = "broker.pid"
@@ -211,14 +212,6 @@ def broker_properties(
     }
 
 
-def _die_with_parent() -> Callable[[], None] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
-    kill = int(signal.SIGKILL)
-    return lambda: prctl(1, kill)  # PR_SET_PDEATHSIG: the JVM dies with us
-
-
 def stop_process_group(
     pid: int, timeout: float = 20.0, wait: Callable[[float], object] | None = None
 ) -> None:
@@ -374,7 +367,7 @@ class LocalKafka:
                 stderr=subprocess.STDOUT,
                 cwd=data_dir,
                 start_new_session=True,
-                preexec_fn=None if self._detached else _die_with_parent(),
+                preexec_fn=None if self._detached else die_with_parent(signal.SIGKILL),
             )
         return port
 
@@ -516,18 +509,26 @@ def _start(args: argparse.Namespace) -> int:
         heap=args.heap,
         detached=not args.foreground,
     )
-    bootstrap = kafka.start(timeout=args.timeout)
+    if (
+        args.foreground
+    ):  # before anything is printed: a prompt SIGTERM must stop cleanly
+
+        def on_sigterm(signum: int, frame: FrameType | None) -> None:
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        bootstrap = kafka.start(timeout=args.timeout)
+    except KeyboardInterrupt:
+        kafka.stop()
+        return 0
     state = {"pid": kafka.pid, "bootstrap": bootstrap, "version": kafka_version()}
     (data_dir / STATE_FILE).write_text(json.dumps(state) + "\n")
-    print(bootstrap, flush=True)
     if not args.foreground:
+        print(bootstrap, flush=True)
         return 0
-
-    def on_sigterm(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_sigterm)
     try:
+        print(bootstrap, flush=True)
         code = kafka.wait()
         print(f"localkafka: broker exited with code {code}", file=sys.stderr)
         return 1

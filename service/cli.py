@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from service import __version__
+from service.children import die_with_parent
 from service.codecs import CODEC_NAMES
 from service.config import ENV_PREFIX, Settings, load_settings
 from service.errors import ConfigError
@@ -174,7 +175,7 @@ def _supervise(settings: Settings, argv: list[str]) -> int:
         cmd = [sys.executable, "-m", "service", *argv, "--processes", "1"]
         cmd += ["--metrics-port", str(port)]
         children.append(
-            subprocess.Popen(cmd, env=os.environ.copy(), preexec_fn=_die_with_parent)  # noqa: S603
+            subprocess.Popen(cmd, env=os.environ.copy(), preexec_fn=die_with_parent())  # noqa: S603
         )
 
     def forward(signum: int, _frame: object) -> None:
@@ -195,12 +196,3 @@ def _supervise(settings: Settings, argv: list[str]) -> int:
         if all(c == 0 for c in codes):
             return 0
         time.sleep(0.2)
-
-
-def _die_with_parent() -> None:
-    """In a child: ask the kernel for SIGTERM when the supervisor dies (Linux)."""
-    if sys.platform == "linux":
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
