@@ -11,7 +11,8 @@ STAMP := $(VENV)/.installed
 help:  ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-$(STAMP): requirements/dev.txt requirements/bootstrap.txt pyproject.toml deploy/local-kafka/pom.xml
+$(STAMP): requirements/dev.txt requirements/bootstrap.txt pyproject.toml deploy/local-kafka/pom.xml scripts/install-system-deps.sh
+	bash scripts/install-system-deps.sh
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --require-hashes -r requirements/bootstrap.txt
 	$(UV) pip install -q --python $(PY) --require-hashes -r requirements/dev.txt
@@ -23,7 +24,7 @@ setup: $(STAMP)  ## Install everything: locked Python packages, the project, Kaf
 
 lock:  ## Re-resolve the hashed lock files from pyproject.toml
 	$(UV) pip compile pyproject.toml --generate-hashes --python-version 3.11 -q -o requirements/runtime.txt
-	$(UV) pip compile pyproject.toml --group dev --generate-hashes --python-version 3.11 -q -o requirements/dev.txt
+	$(UV) pip compile pyproject.toml --all-extras --group dev --generate-hashes --python-version 3.11 -q -o requirements/dev.txt
 
 proto: setup  ## Regenerate service/pb from schemas/*.proto
 	$(PY) -m grpc_tools.protoc -I schemas --python_out=service/pb --pyi_out=service/pb schemas/messages.proto
@@ -60,7 +61,13 @@ kafka-start: setup  ## Start the local KRaft broker in the background (prints it
 kafka-stop: setup  ## Stop the local broker
 	$(PY) -m loadgen.localkafka stop
 
+up:  ## Run the compose A/B stack (needs a Docker engine)
+	docker compose up --build
+
+down:  ## Stop the compose stack and drop its volumes
+	docker compose down -v
+
 clean:  ## Remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help setup lock proto format lint typecheck test-unit test-integration test check bench kafka-start kafka-stop clean
+.PHONY: help setup lock proto format lint typecheck test-unit test-integration test check bench kafka-start kafka-stop up down clean

@@ -13,15 +13,11 @@ import json
 import os
 import platform
 import statistics
+import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 
 # (key, header, format, lower is better)
 RATE_COLUMNS: Final = [
@@ -216,8 +212,22 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError(
+            "charts need matplotlib: pip install 'codec-ab[report]'"
+        ) from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def charts(report: dict[str, Any], out: Path) -> list[Path]:
     """Bar charts per figure (one bar group per profile) and the size sweep."""
+    plt = _pyplot()
     summary, written = report["summary"], []
     profiles = list(summary)
     codecs = _ordered(summary[profiles[0]]) if profiles else []
@@ -254,6 +264,7 @@ def charts(report: dict[str, Any], out: Path) -> list[Path]:
 
 
 def _sweep_chart(summary: dict[str, Any], codecs: list[str], path: Path) -> Path:
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for codec in codecs:
         points = sorted(
@@ -278,7 +289,7 @@ def _sweep_chart(summary: dict[str, Any], codecs: list[str], path: Path) -> Path
 
 def _save(fig: Any, path: Path) -> Path:
     fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _pyplot().close(fig)
     return path
 
 
@@ -286,6 +297,10 @@ def write(report: dict[str, Any], out: Path) -> list[Path]:
     """Write report.json, report.md and the charts into `out`."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
-    paths = charts(report, out)
+    try:
+        paths = charts(report, out)
+    except ImportError as exc:  # the tables still stand without pictures
+        print(f"codec-ab: no charts: {exc}", file=sys.stderr)
+        paths = []
     (out / "report.md").write_text(markdown(report))
     return [out / "report.md", out / "report.json", *paths]

@@ -42,6 +42,9 @@ LATENCY_BUCKETS: Final = log_buckets(10e-6, 60.0, 3)
 PER_MESSAGE_BUCKETS: Final = log_buckets(0.25e-6, 10.0, 3)
 """Decode and handle time per message: 0.25 us to 10 s, three per doubling."""
 
+DEAD_LETTER_REASONS: Final = ("decode", "empty", "oversize", "content_type", "logic")
+"""The bounded set of `worker_dead_letters_total` reasons (never payload-derived)."""
+
 BATCH_BUCKETS: Final = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 
 
@@ -206,6 +209,9 @@ class Metrics:
         )
         info.labels(codec, schema, __version__).set(1)
         self._codec = codec
+        # Every reason exists from the start at 0, so `increase()` sees the first one.
+        for reason in DEAD_LETTER_REASONS:
+            self.dead_letters(reason)
 
     def dead_letters(self, reason: str) -> Counter:
         """The dead-letter counter child for `reason` (a small, bounded set)."""

@@ -82,3 +82,16 @@ class TestHandler:
     def test_noop_and_work(self) -> None:
         assert Handler("large", "noop").handle_batch([object()]) is None
         assert Handler("large", "noop", work_us=5).handle_batch([object()]) is None
+
+
+class TestDeadLetterSeries:
+    """Every dead-letter reason series exists at 0 before the first poison message."""
+
+    def test_reasons_exist_at_zero(self) -> None:
+        from service.metrics import DEAD_LETTER_REASONS
+
+        registry = CollectorRegistry()
+        Metrics(registry, codec="protobuf", schema="small")
+        for reason in DEAD_LETTER_REASONS:
+            labels = {"codec": "protobuf", "reason": reason}
+            assert registry.get_sample_value("worker_dead_letters_total", labels) == 0
