@@ -232,10 +232,13 @@ def _measure_rate(bootstrap: str, topic: str, codec: str, profile: Profile, plan
     warm = _summary(_loadgen(bootstrap, topic, codec, profile, f"{run_id}-warm",
                              rate=plan.rate, duration=plan.warmup, seed=1), plan.warmup + 120)  # fmt: skip
     note("warm-up sent; waiting for the worker")
-    s0 = _wait_processed(worker, _acked(warm), 60)
+    warmed = measure.processed(_wait_processed(worker, _acked(warm), 60))
     note(f"measuring {plan.duration:.0f} s at {plan.rate:,.0f} msg/s")
     load = _loadgen(bootstrap, topic, codec, profile, run_id, rate=plan.rate,
                     duration=plan.duration, seed=2)  # fmt: skip
+    # The window opens when the first measured message is handled, not when the
+    # load generator's process starts (its start-up is not the worker's time).
+    s0 = _wait_processed(worker, warmed + 1, 60)
     rss, lags = _watch(worker, lambda: load.poll() is None)
     s1 = worker.snapshot()
     summary = _summary(load, 60)
@@ -258,7 +261,7 @@ def _measure_rate(bootstrap: str, topic: str, codec: str, profile: Profile, plan
         )
     produced = summary.get("achieved_rate") or plan.rate
     behind = figures["lag_end"] > max(0.5 * plan.rate, 1000) or (
-        figures["throughput"] < 0.97 * produced
+        figures["throughput"] < 0.9 * produced
     )
     figures["kept_up"] = not behind
     return figures, worker
