@@ -73,6 +73,7 @@ class Worker:
                     {
                         **s.kafka.consumer_config(plaintext_secrets=True),
                         "error_cb": self._on_client_error,
+                        "on_commit": self._on_commit,
                     }
                 )
             except KafkaException as exc:
@@ -202,6 +203,20 @@ class Worker:
             if self._lag_children.pop(tp.partition, None) is not None:
                 self.metrics.consumer_lag.remove(topic, str(tp.partition))
         self.metrics.assigned_partitions.set(len(self.assigned))
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[Any]) -> None:
+        # Background commits fail silently unless checked: a failed commit means a
+        # restart would reprocess more than it should (never lose: offsets only grow).
+        if err is not None and err.code() == KafkaError._NO_OFFSET:
+            return  # an idle auto-commit: nothing new was stored
+        failed = [tp for tp in partitions if tp.error is not None]
+        if err is None and not failed:
+            return
+        code = err.name() if err is not None else failed[0].error.name()
+        self.metrics.consumer_errors.labels(f"commit:{code}").inc()
+        log.warning(
+            "commit_failed", code=code, partitions=[tp.partition for tp in failed]
+        )
 
     def _on_client_error(self, err: KafkaError) -> None:
         self.metrics.consumer_errors.labels(err.name()).inc()
