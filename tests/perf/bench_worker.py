@@ -11,8 +11,8 @@ then each contender consumes all of it in its own process with a fresh group:
 
 CPU is read from /proc/<pid>/stat by this harness (user + system time), sampled
 together with the process's progress, so start-up is excluded and the measured
-process pays nothing for being measured (the worker is scraped at 10 Hz; that cost
-is counted against it). Not a test: the figures depend on the machine.
+process pays nothing for being measured (the worker is scraped twice a second; that
+cost, ~0.4 % of a core, is counted against it). Not a test: the figures depend on the machine.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -37,6 +38,8 @@ from loadgen.payloads import make_payloads
 from service.codecs import get_codec
 
 _TICKS = os.sysconf("SC_CLK_TCK")
+_SAMPLE_S = 0.5
+"""Progress and CPU are read together at this interval; a scrape costs the worker ~2 ms."""
 
 
 def cpu_seconds(pid: int) -> float:
@@ -116,7 +119,7 @@ def measure(
                 "wall_s": round(now - first[0], 3),
                 "msgs_per_cpu_s": round(msgs / max(secs, 1e-9)),
             }
-        time.sleep(0.1)
+        time.sleep(_SAMPLE_S)
     raise TimeoutError(f"pid {pid}: {progress()} of {total} messages in {limit}s")
 
 
@@ -205,12 +208,17 @@ def main(argv: list[str] | None = None) -> int:
             )
     best = {k: max(v, key=lambda r: r["msgs_per_cpu_s"]) for k, v in results.items()}
     ratio = best["worker"]["msgs_per_cpu_s"] / best["bare-msgspec"]["msgs_per_cpu_s"]
+    medians = {
+        k: statistics.median(r["msgs_per_cpu_s"] for r in v) for k, v in results.items()
+    }
+    median_ratio = medians["worker"] / medians["bare-msgspec"]
     summary = {
         "messages": args.messages,
         "value_bytes": size,
         "rounds": results,
         "best": best,
         "worker_vs_bare_msgspec": round(ratio, 3),
+        "median_ratio": round(median_ratio, 3),
     }
     if args.json:
         print(json.dumps(summary))
@@ -226,7 +234,10 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{name:14} {row['msgs_per_cpu_s']:>11} {row['cpu_s']:>7} {row['wall_s']:>7}   {rounds}"
         )
-    print(f"worker / bare-msgspec = {ratio:.3f} (target >= 0.85)")
+    print(
+        f"worker / bare-msgspec = {ratio:.3f} best of {args.rounds}, "
+        f"{median_ratio:.3f} by medians (target >= 0.85)"
+    )
     return 0
 
 
