@@ -52,8 +52,20 @@ test: setup  ## Everything CI runs: lint, types, unit and integration tests
 
 check: lint typecheck test-unit  ## Fast pre-commit checks
 
+AB_ARGS ?= --duration 20 --warmup 5
+
+ab: setup  ## The main job: codec A/B of all six codecs on a local Kafka (report in ab-results/)
+	$(PY) -m loadgen.ab --out ab-results $(AB_ARGS)
+
+sample-report: setup  ## Regenerate docs/sample-report/: the full default run (40k msg/s, 30 s)
+	$(PY) -m loadgen.ab --out docs/sample-report
+	rm -rf docs/sample-report/logs
+
 bench: setup  ## Worker vs a bare confluent-kafka + msgspec loop, msgs per CPU-second
 	$(PY) -m tests.perf.bench_worker
+
+bench-loadgen: setup  ## Load generator: one-process maximum, then 60 s at 40k msg/s beside a worker
+	$(PY) -m tests.perf.bench_loadgen
 
 kafka-start: setup  ## Start the local KRaft broker in the background (prints its address)
 	$(PY) -m loadgen.localkafka start
@@ -70,4 +82,4 @@ down:  ## Stop the compose stack and drop its volumes
 clean:  ## Remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help setup lock proto format lint typecheck test-unit test-integration test check bench kafka-start kafka-stop up down clean
+.PHONY: help ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-loadgen kafka-start kafka-stop up down clean
