@@ -12,7 +12,7 @@ import os
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     Field,
@@ -22,15 +22,17 @@ from pydantic import (
     model_validator,
 )
 from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
     SettingsConfigDict,
-    TomlConfigSettingsSource,
 )
 
 from loadgen.payloads import DEFAULT_LARGE_BYTES
 from service.codecs import CodecName
-from service.config import MASK
+from service.config import (
+    MASK,
+    UNSAFE_LIBRDKAFKA_KEYS,
+    LayeredSettings,
+    build_settings,
+)
 from service.errors import ConfigError
 from service.schemas import SchemaName
 
@@ -39,11 +41,7 @@ ENV_PREFIX: Final = "LOADGEN_"
 Pattern = Literal["constant", "ramp", "step", "spike"]
 LibrdkafkaValue = str | int | float | bool
 
-_DENIED: Final[dict[str, str]] = {
-    "plugin.library.paths": "loads a shared library into the load generator",
-    "sasl.kerberos.kinit.cmd": "runs a shell command",
-    "ssl.engine.location": "loads an OpenSSL engine library",
-}
+_DENIED: Final = UNSAFE_LIBRDKAFKA_KEYS
 """librdkafka settings refused from any source, with the reason."""
 
 FLAGS: Final[dict[str, str]] = {
@@ -83,7 +81,7 @@ _TUNING: Final[dict[str, Any]] = {
 """Producer defaults that `extra` (-X) may override."""
 
 
-class LoadgenSettings(BaseSettings):
+class LoadgenSettings(LayeredSettings):
     """Everything `codec-loadgen` needs, validated before Kafka is touched.
 
     `duration` and `count` both unset means a 60 s run; both set, the run stops at
@@ -149,22 +147,6 @@ class LoadgenSettings(BaseSettings):
     record_max: Annotated[int | None, Field(ge=1)] = None
     record_timeout_s: Annotated[float, Field(gt=0)] = 5.0
     record_start: Literal["earliest", "latest"] = "earliest"
-
-    _toml_file: ClassVar[Path | None] = None
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources = [init_settings, env_settings]
-        if cls._toml_file is not None:
-            sources.append(TomlConfigSettingsSource(settings_cls, cls._toml_file))
-        return tuple(sources)
 
     @field_validator("codec", "transcode")
     @classmethod
@@ -327,14 +309,6 @@ def load_settings(
         ConfigError: naming the field, the value and the rule.
     """
     _check_env(os.environ if environ is None else environ)
-    if config_file is not None and not config_file.is_file():
-        raise ConfigError(f"config error: --config {str(config_file)!r}: no such file")
-    LoadgenSettings._toml_file = config_file
-    try:
-        return LoadgenSettings(**(overrides or {}))
-    except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc)) from None
-    except ValueError as exc:  # a TOML syntax error
-        raise ConfigError(f"config error: {config_file}: {exc}") from None
-    finally:
-        LoadgenSettings._toml_file = None
+    return build_settings(
+        LoadgenSettings, overrides, config_file, format_validation_error
+    )

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Final, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -36,10 +36,15 @@ ENV_PREFIX: Final = "WORKER_"
 
 LibrdkafkaValue = str | int | float | bool
 
-DENIED_LIBRDKAFKA_KEYS: Final[dict[str, str]] = {
-    "plugin.library.paths": "loads a shared library into the worker",
+UNSAFE_LIBRDKAFKA_KEYS: Final[dict[str, str]] = {
+    "plugin.library.paths": "loads a shared library into the process",
     "sasl.kerberos.kinit.cmd": "runs a shell command",
     "ssl.engine.location": "loads an OpenSSL engine library",
+}
+"""librdkafka settings that load code or run commands: refused from every source."""
+
+DENIED_LIBRDKAFKA_KEYS: Final[dict[str, str]] = {
+    **UNSAFE_LIBRDKAFKA_KEYS,
     "enable.auto.offset.store": "the worker stores offsets itself (at-least-once)",
     "enable.auto.commit": "commit on revoke and on close rely on it",
     "group.id": "set kafka.group_id",
@@ -208,22 +213,11 @@ class LoggingSettings(_Section):
     format: Literal["json", "console"] = "json"
 
 
-class Settings(BaseSettings):
-    """Everything the worker needs, validated once at start-up."""
+class LayeredSettings(BaseSettings):
+    """Settings read from flags (init values) > environment > one TOML file > defaults.
 
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX,
-        env_nested_delimiter="__",
-        extra="forbid",
-        frozen=True,
-        populate_by_name=True,
-    )
-
-    kafka: KafkaSettings = KafkaSettings()
-    codec: CodecSettings = CodecSettings()
-    processing: ProcessingSettings = ProcessingSettings()
-    metrics: MetricsSettings = MetricsSettings()
-    logging: LoggingSettings = LoggingSettings()
+    `build_settings` chooses the TOML file for one construction.
+    """
 
     _toml_file: ClassVar[Path | None] = None
 
@@ -240,6 +234,47 @@ class Settings(BaseSettings):
         if cls._toml_file is not None:
             sources.append(TomlConfigSettingsSource(settings_cls, cls._toml_file))
         return tuple(sources)
+
+
+S = TypeVar("S", bound=LayeredSettings)
+
+
+def build_settings(
+    cls: type[S],
+    overrides: Mapping[str, Any] | None,
+    config_file: Path | None,
+    format_error: Callable[[ValidationError], str],
+) -> S:
+    """Construct `cls` from every source; any problem becomes a `ConfigError`."""
+    if config_file is not None and not config_file.is_file():
+        raise ConfigError(f"config error: --config {str(config_file)!r}: no such file")
+    cls._toml_file = config_file
+    try:
+        return cls(**(overrides or {}))
+    except ValidationError as exc:
+        raise ConfigError(format_error(exc)) from None
+    except ValueError as exc:  # a TOML syntax error
+        raise ConfigError(f"config error: {config_file}: {exc}") from None
+    finally:
+        cls._toml_file = None
+
+
+class Settings(LayeredSettings):
+    """Everything the worker needs, validated once at start-up."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+        populate_by_name=True,
+    )
+
+    kafka: KafkaSettings = KafkaSettings()
+    codec: CodecSettings = CodecSettings()
+    processing: ProcessingSettings = ProcessingSettings()
+    metrics: MetricsSettings = MetricsSettings()
+    logging: LoggingSettings = LoggingSettings()
 
     def masked(self) -> dict[str, Any]:
         """The effective configuration with every secret masked (for logs)."""
@@ -303,14 +338,4 @@ def load_settings(
         ConfigError: with a message naming the field, the value and the rule.
     """
     _check_env_sections(os.environ if environ is None else environ)
-    if config_file is not None and not config_file.is_file():
-        raise ConfigError(f"config error: --config {str(config_file)!r}: no such file")
-    Settings._toml_file = config_file
-    try:
-        return Settings(**(overrides or {}))
-    except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc)) from None
-    except ValueError as exc:  # a TOML syntax error
-        raise ConfigError(f"config error: {config_file}: {exc}") from None
-    finally:
-        Settings._toml_file = None
+    return build_settings(Settings, overrides, config_file, format_validation_error)
