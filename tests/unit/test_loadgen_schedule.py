@@ -10,15 +10,8 @@ import pytest
 from hypothesis import given, settings as hyp_settings, strategies as st
 
 from loadgen.config import LoadgenSettings
-from loadgen.generator import (
-    RateSchedule,
-    Source,
-    TableSchedule,
-    build_schedule,
-    plan,
-    rate_pieces,
-    shard_count,
-)
+from loadgen.generator import Source, build_schedule, plan, shard_count
+from loadgen.schedule import RateSchedule, TableSchedule, rate_pieces
 
 
 def make(**kw: Any) -> LoadgenSettings:
