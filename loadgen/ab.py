@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -244,8 +244,9 @@ def _measure_rate(bootstrap: str, topic: str, codec: str, profile: Profile, plan
     summary = _summary(load, 60)
     total = _acked(warm) + _acked(summary)
     note("load done; draining")
-    s2 = _wait_processed(worker, total, max(30.0, plan.duration))
+    s2 = _wait_processed(worker, total, max(60.0, 3 * plan.duration))
     figures = _figures(s0, s1, s2, rss, lags)
+    backlog = int(total - measure.processed(s2))
     figures.update(
         mode="rate",
         target_rate=plan.rate,
@@ -253,7 +254,10 @@ def _measure_rate(bootstrap: str, topic: str, codec: str, profile: Profile, plan
         sent=summary.get("sent"),
         acked=_acked(summary),
         producer_failed=summary.get("failed", 0),
-        lost=int(total - measure.processed(s2)),
+        # Unhandled after the drain: still queued, not lost. Loss is only counted
+        # once the worker has come to the end of the topic.
+        lost=0 if backlog <= 0 else None,
+        not_drained=max(backlog, 0),
     )
     if plan.verify:
         figures["seq_missing"] = _missing_seqs(
@@ -370,21 +374,43 @@ def _ms(seconds: float | None) -> float | None:
 
 
 def _missing_seqs(bootstrap: str, topic: str, run_id: str, expected: int) -> int:
-    """Read the topic back: how many x-seq of the measured run are absent."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-{run_id}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
-    consumer.subscribe([topic])
+    """Read the topic back to its end: how many x-seq of the measured run are absent.
+
+    Partitions are assigned from offset 0 (no group to join) and read up to the high
+    watermarks taken first, so the read ends as soon as the data does.
+    """
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"verify-{run_id}",
+        "enable.auto.commit": False, "max.partition.fetch.bytes": 8 << 20,
+        "fetch.max.bytes": 64 << 20,
+    })  # fmt: skip
     seen: set[int] = set()
-    wanted, idle = run_id.encode(), 0
+    wanted = run_id.encode()
     try:
-        while idle < 3:
-            msgs = consumer.consume(5000, 1.0)
-            idle = 0 if msgs else idle + 1
-            for m in msgs:
-                headers = dict(m.headers() or ())
-                seq = headers.get("x-seq")
-                if headers.get("x-run-id") == wanted and isinstance(seq, bytes):
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        ends = {}
+        for p in meta.partitions:
+            _low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, p), timeout=10
+            )
+            if high > 0:
+                ends[p] = high
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        while ends:
+            for m in consumer.consume(10_000, 1.0):
+                if m.error() is not None:
+                    continue
+                run = seq = None
+                headers = cast("list[tuple[str, bytes | None]]", m.headers() or [])
+                for key, value in headers:
+                    if key == "x-run-id":
+                        run = value
+                    elif key == "x-seq":
+                        seq = value
+                if run == wanted and seq is not None:
                     seen.add(int(seq))
+                if (m.offset() or 0) + 1 >= ends.get(m.partition() or 0, 0):
+                    ends.pop(m.partition(), None)
     finally:
         consumer.close()
     return len(set(range(expected)) - seen)

@@ -97,7 +97,10 @@ def aggregate(
             "runs": len(runs),
             "errors": [r["error"] for r in runs if "error" in r],
             "kept_up": all(r.get("kept_up", False) for r in good) if good else False,
-            "lost": sum(r.get("lost", 0) + r.get("seq_missing", 0) for r in good),
+            "lost": sum(
+                (r.get("lost") or 0) + (r.get("seq_missing") or 0) for r in good
+            ),
+            "not_drained": sum(r.get("not_drained") or 0 for r in good),
             "dead_lettered": sum(r.get("dead_lettered", 0) for r in good),
         }
         keys = {
@@ -134,6 +137,8 @@ def _status(row: dict[str, Any], max_mode: bool) -> str:
         return "FAILED: " + str(row["errors"][0])[:60]
     if row["lost"]:
         return f"LOST {row['lost']}"
+    if row.get("not_drained"):
+        return f"FELL BEHIND, not drained ({row['not_drained']:,} queued)"
     if max_mode or row["kept_up"]:
         return "ok"
     cpu = _median(row, "cpu_pct") or 0

@@ -63,6 +63,22 @@ class TestTable:
         assert status["protobuf"] == "LOST 3"
         assert status["orjson+pydantic"].startswith("FAILED: boom")
 
+    def test_backlog_is_not_loss(self) -> None:
+        rows = abreport.aggregate(
+            [
+                result(
+                    "json-stdlib+pydantic",
+                    30.0,
+                    kept_up=False,
+                    lost=None,
+                    not_drained=5000,
+                )
+            ]
+        )["medium"]
+        _, [cells] = abreport.table(rows, "json-stdlib+pydantic", False, False)
+        assert cells[1] == "FELL BEHIND, not drained (5,000 queued)"
+        assert cells[-2] == "0"  # lost
+
 
 class TestFiles:
     """report.md, report.json and valid PNG charts, plus the size sweep chart."""
