@@ -166,7 +166,8 @@ def table(rows: dict[str, dict[str, Any]], baseline: str, max_mode: bool,
             text = fmt.format(value)
             ref = _median(base, key)
             if key in RATIO_KEYS and ref and codec != baseline:
-                text += f" ({value / ref:.2f}x)"
+                ratio = value / ref
+                text += f" ({ratio:.2f}x)" if ratio >= 0.1 else f" ({ratio:.2g}x)"
             if spread and row[key]["min"] != row[key]["max"]:
                 text += (
                     f" [{fmt.format(row[key]['min'])}-{fmt.format(row[key]['max'])}]"

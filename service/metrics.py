@@ -153,14 +153,14 @@ class Metrics:
         ).labels(codec)
         self.decode_seconds = BatchHistogram(
             "worker_decode_seconds",
-            "Decode time per message (a batch's decode time over its size).",
+            "Decode CPU time per message (a batch's decode time over its size).",
             PER_MESSAGE_BUCKETS,
             ["codec"],
             registry,
         ).labels(codec)
         self.handle_seconds = BatchHistogram(
             "worker_handle_seconds",
-            "Business-logic time per message (a batch's time over its size).",
+            "Business-logic CPU time per message (a batch's time over its size).",
             PER_MESSAGE_BUCKETS,
             ["codec"],
             registry,
