@@ -240,6 +240,7 @@ def charts(report: dict[str, Any], out: Path) -> list[Path]:
     for name, key, title in CHARTS:
         fig, ax = plt.subplots(figsize=(9, 4.5))
         width = 0.8 / max(len(profiles), 1)
+        spread: list[float] = []
         for i, profile in enumerate(profiles):
             rows = summary[profile]
             values = [_median(rows.get(c, {}), key) or 0.0 for c in codecs]
@@ -255,9 +256,13 @@ def charts(report: dict[str, Any], out: Path) -> list[Path]:
             bars = ax.bar(
                 xs, values, width, label=profile, yerr=[lows, highs], capsize=3
             )
-            ax.bar_label(bars, fmt="%.3g", fontsize=8, padding=2)
+            ax.bar_label(bars, fmt=_label, fontsize=8, padding=2)
+            spread.extend(v for v in values if v > 0)
         ax.set_xticks([x + width * (len(profiles) - 1) / 2 for x in range(len(codecs))], codecs,
                       rotation=20, ha="right")  # fmt: skip
+        if spread and max(spread) > 50 * min(spread):
+            ax.set_yscale("log")  # a codec that fell behind would flatten the rest
+            title += " (log scale)"
         ax.set_title(title)
         ax.grid(axis="y", alpha=0.3)
         if len(profiles) > 1:
@@ -267,6 +272,10 @@ def charts(report: dict[str, Any], out: Path) -> list[Path]:
     if len(profiles) > 1:
         written.append(_sweep_chart(summary, codecs, out / "throughput_vs_size.png"))
     return written
+
+
+def _label(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def _sweep_chart(summary: dict[str, Any], codecs: list[str], path: Path) -> Path:
@@ -310,3 +319,21 @@ def write(report: dict[str, Any], out: Path) -> list[Path]:
         paths = []
     (out / "report.md").write_text(markdown(report))
     return [out / "report.md", out / "report.json", *paths]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m loadgen.abreport DIR`: redraw report.md and charts from report.json."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m loadgen.abreport REPORT_DIR", file=sys.stderr)
+        return 2
+    out = Path(args[0])
+    report = json.loads((out / "report.json").read_text())
+    report["summary"] = aggregate(report["results"])
+    for path in write(report, out):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
