@@ -17,7 +17,13 @@ from types import FrameType
 from typing import Any
 
 import structlog
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from prometheus_client import CollectorRegistry
 
 from service import __version__
@@ -58,6 +64,7 @@ class Worker:
         self._stop = threading.Event()
         self._lag_children: dict[int, Any] = {}
         self._next_tick = 0.0
+        self._lag_total = 0
         self._summary = _Summary(self.metrics)
         self.consumer: Any = None
         self.loop: BatchLoop | None = None
@@ -234,25 +241,24 @@ class Worker:
         self._update_lag()
         assert self.loop is not None  # noqa: S101 (built before the loop runs)
         if self._summary.due(now, self.settings.metrics.summary_interval_s):
-            self._summary.log(self.loop.processed, lag=self._total_lag())
+            self._summary.log(self.loop.processed, lag=self._lag_total)
 
     def _update_lag(self) -> None:
-        if not self._lag_children:
-            return
-        from confluent_kafka import TopicPartition
-
-        topic = self.settings.kafka.topic
-        tps = [TopicPartition(topic, p) for p in self._lag_children]
-        for tp in self.consumer.position(tps):
-            child = self._lag_children.get(tp.partition)
-            if child is None or tp.offset < 0:
-                continue
-            _low, high = self.consumer.get_watermark_offsets(tp, cached=True)
-            if high >= 0:
-                child.set(max(0, high - tp.offset))
-
-    def _total_lag(self) -> int:
-        return int(sum(c._value.get() for c in self._lag_children.values()))
+        """Set each partition's lag gauge; keep their sum for the summary line."""
+        total = 0
+        if self._lag_children:
+            topic = self.settings.kafka.topic
+            tps = [TopicPartition(topic, p) for p in self._lag_children]
+            for tp in self.consumer.position(tps):
+                child = self._lag_children.get(tp.partition)
+                if child is None or tp.offset < 0:
+                    continue
+                _low, high = self.consumer.get_watermark_offsets(tp, cached=True)
+                if high >= 0:
+                    lag = max(0, high - tp.offset)
+                    child.set(lag)
+                    total += lag
+        self._lag_total = total
 
     def _healthy(self) -> bool:
         loop = self.loop

@@ -6,14 +6,10 @@ what it uses with Protocols; tests pass fakes that satisfy them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Protocol, TypeAlias
 
 Headers: TypeAlias = list[tuple[str, bytes | None]]
 """Kafka record headers as confluent-kafka returns them."""
-
-DeliveryCallback: TypeAlias = Callable[[Any, Any], None]
-"""`on_delivery(err, msg)` as confluent-kafka calls it."""
 
 
 class KafkaMessage(Protocol):
