@@ -37,6 +37,8 @@ RUN pip install --require-hashes -r requirements/bootstrap.txt \
 COPY pyproject.toml README.md ./
 COPY service/ service/
 COPY loadgen/ loadgen/
+COPY abrunner/ abrunner/
+COPY localkafka/ localkafka/
 RUN uv build --wheel --python /usr/local/bin/python --out-dir /dist \
       --build-constraints requirements/dev.txt --require-hashes .
 

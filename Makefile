@@ -17,7 +17,7 @@ $(STAMP): requirements/dev.txt requirements/bootstrap.txt pyproject.toml deploy/
 	$(VENV)/bin/pip install -q --require-hashes -r requirements/bootstrap.txt
 	$(UV) pip install -q --python $(PY) --require-hashes -r requirements/dev.txt
 	$(UV) pip install -q --python $(PY) --no-deps --no-build-isolation -e .
-	$(PY) -m loadgen.localkafka resolve
+	$(PY) -m localkafka resolve
 	touch $(STAMP)
 
 setup: $(STAMP)  ## Install everything: locked Python packages, the project, Kafka's jars
@@ -38,7 +38,7 @@ lint: setup  ## ruff format --check and ruff check
 	$(VENV)/bin/ruff check .
 
 typecheck: setup  ## mypy --strict
-	$(VENV)/bin/mypy service loadgen tests
+	$(VENV)/bin/mypy service loadgen abrunner localkafka tests
 
 test-unit: setup  ## Unit tests (no network)
 	$(PY) -m pytest tests/unit
@@ -55,10 +55,10 @@ check: lint typecheck test-unit  ## Fast pre-commit checks
 AB_ARGS ?= --duration 20 --warmup 5
 
 ab: setup  ## The main job: codec A/B of all six codecs on a local Kafka (report in ab-results/)
-	$(PY) -m loadgen.ab --out ab-results $(AB_ARGS)
+	$(PY) -m abrunner --out ab-results $(AB_ARGS)
 
 sample-report: setup  ## Regenerate docs/sample-report/: the full default run (40k msg/s, 30 s)
-	$(PY) -m loadgen.ab --out docs/sample-report
+	$(PY) -m abrunner --out docs/sample-report
 	rm -rf docs/sample-report/logs
 
 bench: setup  ## Worker vs a bare confluent-kafka + msgspec loop, msgs per CPU-second
@@ -68,10 +68,10 @@ bench-loadgen: setup  ## Load generator: one-process maximum, then 60 s at 40k m
 	$(PY) -m tests.perf.bench_loadgen
 
 kafka-start: setup  ## Start the local KRaft broker in the background (prints its address)
-	$(PY) -m loadgen.localkafka start
+	$(PY) -m localkafka start
 
 kafka-stop: setup  ## Stop the local broker
-	$(PY) -m loadgen.localkafka stop
+	$(PY) -m localkafka stop
 
 up:  ## Run the compose A/B stack (needs a Docker engine)
 	docker compose up --build

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaException
 
-from loadgen.localkafka import (
+from localkafka import (
     LocalKafka,
     broker_properties,
     create_topic,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.ab import main
+from abrunner.runner import main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

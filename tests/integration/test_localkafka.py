@@ -1,4 +1,4 @@
-"""Integration tests of the session broker and of loadgen.localkafka itself."""
+"""Integration tests of the session broker and of the localkafka package itself."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
-from loadgen.localkafka import (
+from localkafka.broker import (
     STATE_FILE,
     LocalKafka,
     LocalKafkaError,
@@ -41,7 +41,7 @@ def _port(bootstrap: str) -> int:
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "loadgen.localkafka", *args],
+        [sys.executable, "-m", "localkafka", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -160,7 +160,7 @@ def test_cli_start_stop_round_trip(tmp_path: Path) -> None:
 
 def test_cli_foreground_stops_on_sigterm(tmp_path: Path) -> None:
     data = tmp_path / "fg"
-    cmd = [sys.executable, "-m", "loadgen.localkafka", "start", "--foreground"]
+    cmd = [sys.executable, "-m", "localkafka", "start", "--foreground"]
     proc = subprocess.Popen(
         [*cmd, "--data-dir", str(data), "--heap", "256m"],
         stdout=subprocess.PIPE,

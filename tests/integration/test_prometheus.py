@@ -38,7 +38,7 @@ import pytest
 import yaml
 from confluent_kafka import KafkaException, Producer
 
-from loadgen.localkafka import create_topic, delete_topic
+from localkafka import create_topic, delete_topic
 from tests.unit.test_deploy import (
     LABEL_VALUES,
     LOADGEN_METRIC_NAMES,

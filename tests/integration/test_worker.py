@@ -78,7 +78,7 @@ class TestDeadLetters:
         topic_factory(
             2, prefix=topic
         )  # placeholder so teardown deletes <topic>.dlq too
-        from loadgen.localkafka import create_topic
+        from localkafka import create_topic
 
         create_topic(kafka_bootstrap, f"{topic}.dlq", 2)
         good = records("msgspec-msgpack", "medium", 40)

@@ -35,8 +35,8 @@ from typing import Any
 
 from loadgen.config import LoadgenSettings
 from loadgen.generator import run
-from loadgen.localkafka import LocalKafka, create_topic, delete_topic
 from loadgen.report import Latency, Summary
+from localkafka import LocalKafka, create_topic, delete_topic
 
 CODEC, PROFILE = "msgspec-msgpack", "medium"
 

@@ -33,8 +33,8 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from loadgen.localkafka import LocalKafka, create_topic
 from loadgen.payloads import make_payloads
+from localkafka import LocalKafka, create_topic
 from service.codecs import get_codec
 
 _TICKS = os.sysconf("SC_CLK_TCK")

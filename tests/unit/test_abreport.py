@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from loadgen import abreport
-from loadgen.ab import Profile, main
+from abrunner import report as abreport
+from abrunner.runner import Profile, main
 
 
 def result(codec: str, cpu: float, *, repeat: int = 0, kept_up: bool = True,

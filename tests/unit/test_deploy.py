@@ -328,7 +328,7 @@ class TestCompose:
 
     def test_every_image_is_pinned(self) -> None:
         """Every service names an image with an exact tag; none is `latest`."""
-        from loadgen.localkafka import kafka_version
+        from localkafka import kafka_version
 
         for name, svc in compose_services().items():
             image = svc.get("image")

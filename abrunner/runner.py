@@ -3,7 +3,7 @@
 For each payload profile, repeat and codec: a fresh topic and consumer group, a worker
 process with that codec, a warm-up, then the load generator at `--rate` for
 `--duration`; the figures come from the worker's own /metrics and the kernel's
-accounting of its process (`loadgen.measure`). Everything is torn down before the next
+accounting of its process (`abrunner.measure`). Everything is torn down before the next
 codec, and every codec runs on the same broker in the same session, so the figures
 compare. With no `--bootstrap-servers` the local Kafka is started and stopped here.
 `--max` finds each codec's maximum rate per worker process instead: the worker drains a
@@ -29,8 +29,8 @@ from typing import Any, Final, cast
 
 from confluent_kafka import Consumer, TopicPartition
 
-from loadgen import abreport, measure
-from loadgen.localkafka import LocalKafka, create_topic, delete_topic
+from abrunner import measure, report as abreport
+from localkafka import LocalKafka, create_topic, delete_topic
 from service.children import die_with_parent
 from service.codecs import CODEC_NAMES, REAL_CODECS
 from service.schemas import SCHEMA_NAMES
@@ -554,7 +554,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         bootstrap = args.bootstrap_servers
         kafka = "external"
         if not bootstrap:
-            from loadgen.localkafka import kafka_version
+            from localkafka import kafka_version
 
             console.print("starting the local Kafka ...")
             bootstrap = stack.enter_context(LocalKafka()).bootstrap_servers

@@ -7,9 +7,9 @@ starts ``kafka.Kafka`` in its own process group and waits until it answers.
 
 CLI::
 
-    python -m loadgen.localkafka resolve
-    python -m loadgen.localkafka start [--port P] [--data-dir D] [--foreground]
-    python -m loadgen.localkafka stop [--data-dir D]
+    python -m localkafka resolve
+    python -m localkafka start [--port P] [--data-dir D] [--foreground]
+    python -m localkafka stop [--data-dir D]
 """
 
 from __future__ import annotations
@@ -540,9 +540,9 @@ def _start(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m loadgen.localkafka``; returns the exit code."""
+    """Entry point of ``python -m localkafka``; returns the exit code."""
     parser = argparse.ArgumentParser(
-        prog="python -m loadgen.localkafka",
+        prog="python -m localkafka",
         description="Run a local single-node KRaft Kafka broker without Docker.",
     )
     sub = parser.add_subparsers(dest="command", required=True)

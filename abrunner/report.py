@@ -322,10 +322,10 @@ def write(report: dict[str, Any], out: Path) -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m loadgen.abreport DIR`: redraw report.md and charts from report.json."""
+    """`python -m abrunner.report DIR`: redraw report.md and charts from report.json."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m loadgen.abreport REPORT_DIR", file=sys.stderr)
+        print("usage: python -m abrunner.report REPORT_DIR", file=sys.stderr)
         return 2
     out = Path(args[0])
     report = json.loads((out / "report.json").read_text())
