@@ -248,8 +248,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _produce(settings: LoadgenSettings) -> int:
-    from loadgen.generator import LoadgenError, run
+    from loadgen.generator import run
     from loadgen.report import ProgressDisplay, render_table, to_json
+    from service.errors import LoadgenError
 
     stop = _stop_on_signals()
     try:

@@ -43,7 +43,7 @@ from loadgen.payloads import make_payloads
 from loadgen.report import Aggregator, Progress, Summary, Tick, bucketize
 from loadgen.schedule import RateSchedule, Schedule, TableSchedule, rate_pieces
 from service.codecs import get_codec
-from service.errors import ConfigError
+from service.errors import ConfigError, LoadgenError
 
 SLICE_MIN_S: Final = 0.001
 SLICE_MAX_S: Final = 0.05
@@ -55,10 +55,6 @@ MAX_SLICE: Final = 20_000
 START_DELAY_S: Final = 0.2
 METADATA_TIMEOUT_S = 10.0
 _ENTITY: Final = {"small": "id", "medium": "order_id", "large": "plan_id"}
-
-
-class LoadgenError(Exception):
-    """The run could not start or a producer process failed."""
 
 
 @dataclass

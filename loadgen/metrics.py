@@ -35,7 +35,7 @@ from prometheus_client import (
 from prometheus_client.core import HistogramMetricFamily, Metric
 
 from loadgen.report import N_BUCKETS, LogHistogram, upper_edge
-from service.metrics import LATENCY_BUCKETS
+from service.histogram import LATENCY_BUCKETS
 
 ACK_LATENCY: Final = "loadgen_ack_latency_seconds"
 

@@ -35,7 +35,7 @@ from loadgen.config import LoadgenSettings
 from loadgen.generator import Source
 from service import __version__
 from service.codecs import AutoCodec, get_codec
-from service.errors import ConfigError, DecodeError
+from service.errors import ConfigError, DecodeError, RecordingError
 
 MAGIC: Final = b"CLGREC"
 VERSION: Final = 1
@@ -63,10 +63,6 @@ class Record(msgspec.Struct, array_like=True, frozen=True):
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
-
-
-class RecordingError(ValueError):
-    """A file is not a valid recording."""
 
 
 class RecordingWriter:

@@ -2,7 +2,6 @@
 
 from localkafka.broker import (
     LocalKafka,
-    LocalKafkaError,
     broker_properties,
     create_topic,
     delete_topic,
@@ -10,6 +9,7 @@ from localkafka.broker import (
     new_cluster_id,
     wait_until_ready,
 )
+from service.errors import LocalKafkaError
 
 __all__ = [
     "LocalKafka",

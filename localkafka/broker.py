@@ -39,6 +39,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from service.children import die_with_parent
+from service.errors import LocalKafkaError
 
 POM_ENV = "LOCAL_KAFKA_POM"
 STATE_FILE = "broker.pid"
@@ -52,10 +53,6 @@ _JVM_PERFORMANCE_OPTS = (
     "-XX:+ExplicitGCInvokesConcurrent",
 )
 _QUIET = {"log.connection.close": False, "log_level": 3}
-
-
-class LocalKafkaError(RuntimeError):
-    """The local broker could not be resolved, started or stopped."""
 
 
 def pom_path() -> Path:

@@ -30,11 +30,12 @@ from service import __version__
 from service.codecs import get_codec
 from service.codecs.protobuf_codec import protobuf_backend
 from service.config import Settings
-from service.consumer import BatchLoop, FatalError
+from service.consumer import BatchLoop
 from service.control import ControlPlane
 from service.delivery import ConfirmedProducer
-from service.errors import ConfigError, DeliveryError
+from service.errors import ConfigError, DeliveryError, FatalError
 from service.handlers import Handler
+from service.histogram import quantile
 from service.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -302,13 +303,6 @@ class _Summary:
 
 
 def _quantile_ms(counts: list[int], bounds: list[float], q: float) -> float | None:
-    """Upper bucket bound holding quantile `q` (None with no observations)."""
-    total = sum(counts)
-    if not total:
-        return None
-    rank, running = q * total, 0
-    for bound, count in zip([*bounds, bounds[-1]], counts, strict=True):
-        running += count
-        if running >= rank:
-            return round(bound * 1000, 3)
-    return round(bounds[-1] * 1000, 3)
+    """Quantile `q` in ms (None: no observations; inf: above the top bucket)."""
+    value = quantile(bounds, counts, q)
+    return None if value is None else round(value * 1000, 3)

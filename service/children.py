@@ -1,9 +1,11 @@
-"""Child processes that do not outlive their parent (worker sets, A/B runs, brokers)."""
+"""Process helpers every tool shares: children that die with their parent, free ports."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import signal
+import socket
 import sys
 from collections.abc import Callable
 from typing import Final
@@ -21,3 +23,21 @@ def die_with_parent(signum: int = signal.SIGTERM) -> Callable[[], None] | None:
         return None
     prctl = ctypes.CDLL(None, use_errno=True).prctl
     return lambda: prctl(_PR_SET_PDEATHSIG, int(signum))
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct TCP ports free on `host` now (bound together, then released).
+
+    Another process may take one before the caller binds it: callers that start a
+    server on it must check that the server, not a stranger, answers there.
+    """
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind((host, 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """One TCP port free on `host` now (see `free_ports`)."""
+    return free_ports(1, host)[0]

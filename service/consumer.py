@@ -20,7 +20,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from service.codecs import AutoCodec, Codec, as_decode_error
 from service.delivery import ConfirmedProducer, dead_letter_headers
-from service.errors import DecodeError, LogicError, ServiceError
+from service.errors import DecodeError, FatalError, LogicError
 from service.handlers import Failures
 from service.metrics import Metrics
 from service.types import KafkaConsumer, KafkaMessage
@@ -32,10 +32,6 @@ CONTENT_TYPE_HEADER: Final = "content-type"
 
 Rejected = list[tuple[int, Exception, str]]
 """(index in the batch, error, stage) for each message the batch could not use."""
-
-
-class FatalError(ServiceError):
-    """The loop cannot go on; offsets of the current batch were not stored."""
 
 
 def _oversize(codec: str, size: int, limit: int) -> DecodeError:

@@ -1,4 +1,4 @@
-"""The service's exception hierarchy.
+"""Every exception the project raises on purpose, in one tree.
 
 ```
 ServiceError
@@ -7,7 +7,12 @@ ServiceError
 │   ├── DecodeError          a payload that cannot become a message (poison)
 │   └── EncodeError          a message that cannot become bytes
 ├── LogicError               the business logic failed on one message (poison)
-└── DeliveryError            a dead-letter or output write was not acknowledged
+├── DeliveryError            a dead-letter or output write was not acknowledged
+├── FatalError               the worker's loop cannot go on (batch not stored)
+├── LoadgenError             a load-generation run could not start or a producer died
+├── RecordingError           a file is not a valid traffic recording
+├── LocalKafkaError          the local broker could not be resolved, started or stopped
+└── RunnerError              an A/B case could not be measured
 ```
 
 Error texts never include payload bytes or decoded values: they name the codec, the
@@ -57,3 +62,23 @@ class LogicError(ServiceError):
 
 class DeliveryError(ServiceError):
     """A produce to the dead-letter or output topic was not acknowledged."""
+
+
+class FatalError(ServiceError):
+    """The worker's loop cannot go on; offsets of the current batch were not stored."""
+
+
+class LoadgenError(ServiceError):
+    """A load-generation run could not start, or a producer process failed."""
+
+
+class RecordingError(ServiceError, ValueError):
+    """A file is not a valid traffic recording."""
+
+
+class LocalKafkaError(ServiceError, RuntimeError):
+    """The local broker could not be resolved, started or stopped."""
+
+
+class RunnerError(ServiceError, RuntimeError):
+    """An A/B case could not be measured (a worker or load generator failed)."""

@@ -20,7 +20,6 @@ from confluent_kafka.admin import AdminClient
 from localkafka.broker import (
     STATE_FILE,
     LocalKafka,
-    LocalKafkaError,
     create_topic,
     delete_topic,
     kafka_version,
@@ -28,6 +27,7 @@ from localkafka.broker import (
     port_open,
     stop_process_group,
 )
+from service.errors import LocalKafkaError
 
 REPO = Path(__file__).resolve().parents[2]
 QUIET = {"log.connection.close": False}

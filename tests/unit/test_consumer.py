@@ -10,9 +10,9 @@ from prometheus_client import CollectorRegistry
 
 from loadgen.payloads import make_payloads
 from service.codecs import CodecName, get_codec
-from service.consumer import BatchLoop, FatalError
+from service.consumer import BatchLoop
 from service.delivery import ConfirmedProducer
-from service.errors import DeliveryError
+from service.errors import DeliveryError, FatalError
 from service.handlers import Handler
 from service.metrics import Metrics
 from tests.fakes import FakeConsumer, FakeMessage, FakeProducer

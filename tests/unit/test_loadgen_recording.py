@@ -13,14 +13,13 @@ from loadgen.payloads import make_payloads
 from loadgen.recording import (
     MAGIC,
     Record,
-    RecordingError,
     RecordingInfo,
     RecordingWriter,
     read_recording,
     replay_source,
 )
 from service.codecs import CodecName, get_codec
-from service.errors import ConfigError
+from service.errors import ConfigError, RecordingError
 
 INFO = RecordingInfo("orders", 4, 1_767_225_600_000_000_000)
 

@@ -10,7 +10,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from loadgen.payloads import make_payloads
 from service.codecs import REAL_CODECS, CodecName, get_codec
 from service.handlers import Handler
-from service.metrics import LATENCY_BUCKETS, BatchHistogram, Metrics, log_buckets
+from service.histogram import LATENCY_BUCKETS, BatchHistogram, log_buckets
+from service.metrics import Metrics
 
 
 class TestBatchHistogram:

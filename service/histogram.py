@@ -1,0 +1,155 @@
+"""Histogram math every part shares: log-spaced buckets, batch-fed children, quantiles.
+
+The worker feeds its histograms once per batch (`HistogramChild.observe_many`,
+`merge`), the load generator merges per-tick counts, and the A/B runner reads
+deltas of scraped cumulative buckets; all of them ask `quantile` the same question
+the same way as Prometheus' `histogram_quantile`: linear within the bucket that
+holds the rank. A rank in the overflow bucket (above the top bound) has no upper
+bound: `quantile` returns `math.inf` there, and reports say "> top bucket" rather
+than quoting a capped number.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Final
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import HistogramMetricFamily, Metric
+
+
+def log_buckets(low: float, high: float, per_doubling: int) -> tuple[float, ...]:
+    """Bucket bounds from `low` to at least `high`, `per_doubling` per factor of 2."""
+    factor = 2.0 ** (1.0 / per_doubling)
+    bounds = [low]
+    while bounds[-1] < high:
+        bounds.append(bounds[-1] * factor)
+    return tuple(float(f"{b:.3g}") for b in bounds)
+
+
+LATENCY_BUCKETS: Final = log_buckets(10e-6, 6 * 3600.0, 3)
+"""End-to-end latency: 10 us to 6 h, three buckets per doubling (within 13 %).
+
+The top is hours, not seconds: a consumer that falls behind for an hour must still
+report its latency, not a capped 60 s."""
+
+PER_MESSAGE_BUCKETS: Final = log_buckets(0.25e-6, 10.0, 3)
+"""Decode and handle time per message: 0.25 us to 10 s, three per doubling."""
+
+
+def quantile(
+    bounds: Sequence[float], counts: Sequence[float], q: float
+) -> float | None:
+    """The `q` quantile of a histogram, as Prometheus' `histogram_quantile`.
+
+    Args:
+        bounds: the buckets' upper bounds, ascending (the lowest bucket starts at 0).
+        counts: observations per bucket (not cumulative), `len(bounds) + 1` long:
+            the last is the overflow bucket above `bounds[-1]`.
+        q: the quantile, 0 to 1.
+
+    Returns:
+        None with no observations; `math.inf` when the rank lies in the overflow
+        bucket; else linear interpolation within the bucket holding the rank.
+    """
+    total = sum(counts)
+    if total <= 0:
+        return None
+    rank, below, lower = q * total, 0.0, 0.0
+    for bound, count in zip(bounds, counts, strict=False):
+        if count and below + count >= rank:
+            return lower + (bound - lower) * max(rank - below, 0.0) / count
+        below, lower = below + count, bound
+    return math.inf
+
+
+class HistogramChild:
+    """One label set of a `BatchHistogram`: per-bucket counts (not cumulative), sum."""
+
+    __slots__ = ("_lock", "bounds", "counts", "total")
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self.bounds = list(bounds)
+        self.counts = [0] * (len(bounds) + 1)
+        self.total = 0.0
+        self._lock = threading.Lock()
+
+    def observe_n(self, value: float, n: int) -> None:
+        """Record `n` observations of the same `value`."""
+        idx = bisect_right(self.bounds, value)
+        with self._lock:
+            self.counts[idx] += n
+            self.total += value * n
+
+    def observe_many(self, values: Iterable[float]) -> None:
+        """Record each of `values` (bucketed outside the lock)."""
+        bounds, local, total = self.bounds, [0] * len(self.counts), 0.0
+        for v in values:
+            local[bisect_right(bounds, v)] += 1
+            total += v
+        self.merge(local, total)
+
+    def merge(self, counts: Sequence[int], total: float) -> None:
+        """Add pre-bucketed counts (same bounds, overflow last) and their sum."""
+        with self._lock:
+            mine = self.counts
+            for i, c in enumerate(counts):
+                if c:
+                    mine[i] += c
+            self.total += total
+
+    def snapshot(self) -> tuple[list[int], float]:
+        """A consistent copy of (counts, sum)."""
+        with self._lock:
+            return list(self.counts), self.total
+
+
+class BatchHistogram:
+    """A Prometheus histogram that is fed per batch instead of per message."""
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        buckets: Sequence[float],
+        labelnames: Sequence[str],
+        registry: CollectorRegistry,
+    ) -> None:
+        self._name, self._doc = name, documentation
+        self._bounds = tuple(buckets)
+        self._labelnames = tuple(labelnames)
+        self._children: dict[tuple[str, ...], HistogramChild] = {}
+        registry.register(self)
+
+    def labels(self, *values: str) -> HistogramChild:
+        """The child for `values`; resolve it once, outside any loop."""
+        child = self._children.get(values)
+        if child is None:
+            child = self._children.setdefault(values, HistogramChild(self._bounds))
+        return child
+
+    def describe(self) -> list[Metric]:
+        return [HistogramMetricFamily(self._name, self._doc, labels=self._labelnames)]
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(self._name, self._doc, labels=self._labelnames)
+        for values, child in list(self._children.items()):
+            counts, total = child.snapshot()
+            family.add_metric(
+                list(values), cumulative_buckets(self._bounds, counts), total
+            )
+        yield family
+
+
+def cumulative_buckets(
+    bounds: Sequence[float], counts: Sequence[float]
+) -> list[tuple[str, float]]:
+    """Prometheus `le` buckets (`+Inf` last) from per-bucket counts."""
+    out, running = [], 0.0
+    for bound, count in zip([*bounds, math.inf], counts, strict=True):
+        running += count
+        out.append(("+Inf" if bound == math.inf else repr(bound), running))
+    return out
