@@ -1,1 +1,1 @@
-"""Load generation and the codec A/B runner."""
+"""The load generator (`codec-loadgen`): paced, stamped Kafka traffic in any codec."""

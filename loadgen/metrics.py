@@ -35,7 +35,7 @@ from prometheus_client import (
 from prometheus_client.core import HistogramMetricFamily, Metric
 
 from loadgen.report import N_BUCKETS, LogHistogram, upper_edge
-from service.histogram import LATENCY_BUCKETS
+from service.histogram import LATENCY_BUCKETS, cumulative_buckets
 
 ACK_LATENCY: Final = "loadgen_ack_latency_seconds"
 
@@ -46,8 +46,11 @@ class _AckLatencyCollector:
     def __init__(self, hist: LogHistogram, codec: str) -> None:
         self._hist, self._codec = hist, codec
         edges = np.array([upper_edge(i) for i in range(N_BUCKETS)])
-        # How many log buckets lie wholly below each Prometheus bound.
-        self._cuts = np.searchsorted(edges, np.array(LATENCY_BUCKETS) * 1.000001)
+        # How many log buckets lie wholly below each Prometheus bound (the 1e-6
+        # slack counts a log edge equal to a bound, up to float rounding, in it).
+        cuts = np.searchsorted(edges, np.array(LATENCY_BUCKETS) * 1.000001)
+        # The Prometheus bucket of each log bucket; len(LATENCY_BUCKETS): overflow.
+        self._target = np.searchsorted(cuts, np.arange(N_BUCKETS), side="right")
 
     def describe(self) -> list[Metric]:
         return [HistogramMetricFamily(ACK_LATENCY, self._doc(), labels=["codec"])]
@@ -58,12 +61,10 @@ class _AckLatencyCollector:
 
     def collect(self) -> Iterator[Metric]:
         counts, total = self._hist.snapshot()
-        running = np.concatenate(([0], np.cumsum(counts)))
-        buckets = [
-            (repr(bound), float(running[cut]))
-            for bound, cut in zip(LATENCY_BUCKETS, self._cuts, strict=True)
-        ]
-        buckets.append(("+Inf", float(running[-1])))
+        collapsed = np.bincount(
+            self._target, weights=counts, minlength=len(LATENCY_BUCKETS) + 1
+        )
+        buckets = cumulative_buckets(LATENCY_BUCKETS, collapsed.tolist())
         family = HistogramMetricFamily(ACK_LATENCY, self._doc(), labels=["codec"])
         family.add_metric([self._codec], buckets, total)
         yield family
@@ -104,12 +105,13 @@ class LoadgenMetrics:
         self, sent: int, acked: int, failed: int, target: float, achieved: float
     ) -> None:
         """Apply one tick's deltas and the current rates."""
-        if sent:
-            self.sent.inc(sent)
-        if acked:
-            self.acked.inc(acked)
-        if failed:
-            self.errors.inc(failed)
+        for counter, delta in (
+            (self.sent, sent),
+            (self.acked, acked),
+            (self.errors, failed),
+        ):
+            if delta:  # most ticks fail nothing: skip the counter's lock
+                counter.inc(delta)
         self.target_rate.set(target)
         self.achieved_rate.set(achieved)
 

@@ -1,4 +1,4 @@
-"""Recordings of real traffic: the file format, `codec-loadgen record`, and replay.
+"""Recordings of real traffic: the file format and `codec-loadgen record`.
 
 File format, version 1 (integers big-endian)::
 
@@ -15,7 +15,7 @@ raw bytes (or nil), so binary payloads (MessagePack, protobuf) survive unchanged
 A file whose name ends in ``.gz`` is this byte stream gzip-compressed (stdlib, level
 6); readers detect gzip by its magic whatever the name. A truncated frame is an
 error naming the byte offset. Replay holds the whole recording in memory: bound it
-with ``record --max``.
+with ``record --max``. `loadgen.replay` turns a recording into what a run sends.
 """
 
 from __future__ import annotations
@@ -32,16 +32,13 @@ import msgspec
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
 from loadgen.config import LoadgenSettings
-from loadgen.generator import Source
 from service import __version__
-from service.codecs import AutoCodec, get_codec
-from service.errors import ConfigError, DecodeError, RecordingError
+from service.errors import ConfigError, RecordingError
 
 MAGIC: Final = b"CLGREC"
 VERSION: Final = 1
 _HEADER: Final = MAGIC + bytes([VERSION, 0])
 _LEN: Final = struct.Struct(">I")
-_STAMPED: Final = frozenset({"x-sent-ns", "x-seq", "x-run-id", "content-type"})
 
 
 class RecordingInfo(msgspec.Struct, frozen=True):
@@ -206,86 +203,3 @@ def _copy(
                 headers = cast("list[tuple[str, bytes | None]]", m.headers() or [])
                 part, offset = m.partition() or 0, m.offset() or 0
                 out.write(Record(part, offset, kind, ts, m.key(), m.value(), headers))
-
-
-def _content_type(r: Record) -> bytes | None:
-    return next((v for k, v in r.headers if k == "content-type"), None)
-
-
-def _transcoder(s: LoadgenSettings) -> Callable[[Record], bytes]:
-    """Decode a record with the codec its content-type names; encode with the target."""
-    assert s.transcode is not None  # noqa: S101  # checked by the caller
-    auto = get_codec("auto", s.profile)
-    assert isinstance(auto, AutoCodec)  # noqa: S101  # get_codec's contract
-    target = get_codec(s.transcode, s.profile)
-
-    def convert(r: Record) -> bytes:
-        try:
-            codec = auto.codec_for(_content_type(r))
-            native = codec.decode(r.value or b"")
-            return target.encode(target.from_builtins(codec.to_builtins(native)))
-        except DecodeError as exc:
-            raise ConfigError(
-                f"config error: transcode: record at partition {r.partition} offset "
-                f"{r.offset} does not decode as {s.profile!r} ({exc})"
-            ) from None
-
-    return convert
-
-
-def replay_source(s: LoadgenSettings, topic_partitions: int) -> Source:
-    """The messages of `s.replay`, in recorded-timestamp order, ready to send.
-
-    Raises:
-        ConfigError: unreadable or empty file, no timestamps for a paced replay,
-            kept partitions missing from the topic, or a record that does not
-            decode for `transcode`.
-    """
-    assert s.replay is not None  # noqa: S101  # only called for a replay
-    try:
-        _info, records = read_recording(s.replay)
-    except (OSError, RecordingError) as exc:
-        raise ConfigError(
-            f"config error: replay (--replay) = '{s.replay}': {exc}"
-        ) from None
-    if not records:
-        raise ConfigError(
-            f"config error: replay (--replay) = '{s.replay}': no messages"
-        )
-    records.sort(key=lambda r: (r.timestamp_ms, r.partition, r.offset))
-    times = None
-    if s.paced_replay:
-        if records[0].timestamp_ms < 0:
-            raise ConfigError(
-                "config error: the recording has no timestamps: give --rate"
-            )
-        t0 = records[0].timestamp_ms
-        times = [(r.timestamp_ms - t0) / 1e3 for r in records]
-    needed = max(r.partition for r in records) + 1
-    if s.keep_partitions and topic_partitions < needed:
-        raise ConfigError(
-            f"config error: keep_partitions (--keep-partitions): topic {s.topic!r} has "
-            f"{topic_partitions} partitions, the recording uses {needed}"
-        )
-    keep = (
-        topic_partitions >= needed if s.keep_partitions is None else s.keep_partitions
-    )
-    source = Source(
-        values=[r.value for r in records],
-        keys=[r.key for r in records],
-        extra_headers=[
-            tuple((k, v) for k, v in r.headers if k not in _STAMPED) for r in records
-        ],
-        partitions=[r.partition for r in records] if keep else None,
-        times_s=times,
-    )
-    if times is not None:
-        span = times[-1]
-        source.period_s = span + max(span / max(1, len(times) - 1), 1e-3)
-    if s.transcode is not None:
-        convert = _transcoder(s)
-        source.values = [convert(r) for r in records]
-        source.content_type = get_codec(s.transcode, s.profile).content_type.encode()
-    else:
-        source.content_types = [_content_type(r) for r in records]
-    return source

@@ -9,7 +9,6 @@ Latencies live in a log histogram with 64 buckets per doubling (1.1 % wide) from
 
 from __future__ import annotations
 
-import math
 import sys
 import threading
 import time
@@ -18,6 +17,8 @@ from typing import Any, Final, TextIO
 
 import msgspec
 import numpy as np
+
+from service.histogram import quantile
 
 BUCKETS_PER_DOUBLING: Final = 64
 N_BUCKETS: Final = 28 * BUCKETS_PER_DOUBLING
@@ -43,6 +44,11 @@ def upper_edge(index: int) -> float:
     return float(_LOW_S * 2.0 ** ((index + 1) / BUCKETS_PER_DOUBLING))
 
 
+_BOUNDS: Final = (_LOW_S, *(upper_edge(i) for i in range(N_BUCKETS - 1)))
+"""`quantile` bounds: an empty bucket below 1 us (`bucketize` raises smaller
+values to 1 us), then every bucket's upper edge; the last bucket is the overflow."""
+
+
 class LogHistogram:
     """Merged latency counts (thread-safe: the metrics server reads it)."""
 
@@ -65,16 +71,17 @@ class LogHistogram:
             return self.counts.copy(), self.total
 
     def quantile(self, q: float) -> float | None:
-        """The `q` quantile in seconds (a bucket's upper edge, capped at the max)."""
+        """The `q` quantile in seconds, as `service.histogram.quantile` computes it.
+
+        Interpolated within its 1.1 % bucket and capped at the observed maximum; a
+        rank in the overflow bucket (above ~265 s), which has no upper edge,
+        reports the maximum. None when nothing was observed.
+        """
         counts, _ = self.snapshot()
-        n = int(counts.sum())
-        if n == 0:
+        value = quantile(_BOUNDS, [0, *counts.tolist()], q)
+        if value is None:
             return None
-        rank = max(1, math.ceil(q * n))
-        index = int(np.searchsorted(np.cumsum(counts), rank))
-        if index >= N_BUCKETS - 1:  # the overflow bucket: only the max is known
-            return self.maximum
-        return min(upper_edge(index), self.maximum)
+        return min(value, self.maximum)
 
 
 class Tick(msgspec.Struct, array_like=True, omit_defaults=True):

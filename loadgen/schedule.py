@@ -1,9 +1,12 @@
-"""Rate schedules: when each message of a run is due.
+"""Rate schedules and run plans: when each message of a run is due, and how many.
 
 Message k of a run is due at t_k = N^-1(k), where N(t) counts the messages the rate
-pattern asks for by time t (message 0 at t = 0). Rates are piecewise linear
-(constant, ramp, step, spike), so N is piecewise quadratic and inverts in closed
-form; a paced replay uses its recorded timestamps instead (`TableSchedule`).
+pattern asks for by time t (message 0 at t = 0; a run of T seconds sends the
+messages with t_k < T, so each second [s, s+1) holds its rate). Rates are piecewise
+linear (constant, ramp, step, spike), so N is piecewise quadratic and inverts in
+closed form; a paced replay uses its recorded timestamps instead (`TableSchedule`).
+The sent-time header (`service.headers.SENT_NS`) and the Kafka timestamp are t_k on
+the wall clock, whenever the message actually leaves (no coordinated omission).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from loadgen.config import LoadgenSettings
+from loadgen.source import Source
 
 
 class Schedule(Protocol):
@@ -122,3 +126,34 @@ def rate_pieces(s: LoadgenSettings) -> list[tuple[float, float, float]]:
         peak = 2 * rate if s.spike_rate is None else s.spike_rate
         return [(s.spike_at_s, rate, rate), (s.spike_s, peak, peak), (inf, rate, rate)]
     return [(inf, rate, rate)]
+
+
+def build_schedule(s: LoadgenSettings, source: Source) -> Schedule | None:
+    """The run's schedule; None when unthrottled."""
+    if s.paced_replay and source.times_s is not None:
+        speed = s.speed or 1.0
+        return TableSchedule(
+            [t / speed for t in source.times_s], source.period_s / speed
+        )
+    return RateSchedule(rate_pieces(s)) if s.rate > 0 else None
+
+
+def plan(
+    s: LoadgenSettings, schedule: Schedule | None, source: Source
+) -> tuple[int | None, float]:
+    """(messages to send or None, planned window in seconds) for the run."""
+    count, duration = s.count, s.duration
+    if count is None and duration is None:
+        count, duration = (len(source.values), None) if s.replay else (None, 60.0)
+    if schedule is None:
+        return count, duration or 0.0
+    by_time = schedule.count_before(duration) if duration is not None else None
+    if count is not None and (by_time is None or count < by_time):
+        return count, schedule.time_of(count)
+    assert by_time is not None and duration is not None  # noqa: S101  # one is set
+    return by_time, duration
+
+
+def shard_count(total: int, shard: int, shards: int) -> int:
+    """How many of seqs 0..total-1 are congruent to `shard` modulo `shards`."""
+    return max(0, (total - shard + shards - 1) // shards)

@@ -84,9 +84,17 @@ class TestDelivery:
         topic = topic_factory(partitions=3)
         n = 3000
         s = settings(
-            kafka_bootstrap, topic, codec=codec, profile="medium", rate=3000,
-            count=n, pool_size=100, seed=7, run_id="it-run", processes=processes,
-        )  # fmt: skip
+            kafka_bootstrap,
+            topic,
+            codec=codec,
+            profile="medium",
+            rate=3000,
+            count=n,
+            pool_size=100,
+            seed=7,
+            run_id="it-run",
+            processes=processes,
+        )
         summary = run(s)
         assert (summary.sent, summary.acked, summary.failed) == (n, n, 0)
         msgs = consume_all(kafka_bootstrap, topic, n)
@@ -184,9 +192,13 @@ class TestRecordReplay:
         out = tmp_path / "traffic.rec"
         record(settings(kafka_bootstrap, source, record_out=out, record_timeout_s=2))
         s = settings(
-            kafka_bootstrap, target, replay=out, rate=3000,
-            transcode=target_codec, profile="medium",
-        )  # fmt: skip
+            kafka_bootstrap,
+            target,
+            replay=out,
+            rate=3000,
+            transcode=target_codec,
+            profile="medium",
+        )
         assert run(s).acked == 120
         proto = get_codec("protobuf", "medium")
         _, recorded = read_recording(out)

@@ -24,6 +24,7 @@ Not a test: the figures depend on the machine.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -42,12 +43,17 @@ CODEC, PROFILE = "msgspec-msgpack", "medium"
 
 
 def _worker(bootstrap: str, topic: str) -> subprocess.Popen[bytes]:
-    cmd = [
-        sys.executable, "-m", "service", "--bootstrap-servers", bootstrap,
-        "--topic", topic, "--group", f"bench-{uuid.uuid4().hex[:8]}",
-        "--codec", CODEC, "--schema", PROFILE, "--metrics-port", "0",
-        "--dlq-topic", f"{topic}.dlq", "--log-level", "warning",
-    ]  # fmt: skip
+    flags = {
+        "--bootstrap-servers": bootstrap,
+        "--topic": topic,
+        "--group": f"bench-{uuid.uuid4().hex[:8]}",
+        "--codec": CODEC,
+        "--schema": PROFILE,
+        "--metrics-port": "0",
+        "--dlq-topic": f"{topic}.dlq",
+        "--log-level": "warning",
+    }
+    cmd = [sys.executable, "-m", "service", *itertools.chain(*flags.items())]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
 
 

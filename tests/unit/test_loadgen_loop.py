@@ -10,14 +10,9 @@ from typing import Any
 import pytest
 
 from loadgen.config import LoadgenSettings
-from loadgen.generator import (
-    Clock,
-    ProducerLoop,
-    Source,
-    synthetic_source,
-    value_bytes_sent,
-)
+from loadgen.producer import Clock, ProducerLoop
 from loadgen.report import Aggregator, Tick
+from loadgen.source import Source, synthetic_source, value_bytes_sent
 
 WALL0 = 1_767_225_600_000_000_000
 

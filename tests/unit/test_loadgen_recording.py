@@ -16,8 +16,8 @@ from loadgen.recording import (
     RecordingInfo,
     RecordingWriter,
     read_recording,
-    replay_source,
 )
+from loadgen.replay import replay_source
 from service.codecs import CodecName, get_codec
 from service.errors import ConfigError, RecordingError
 

@@ -10,8 +10,15 @@ import pytest
 from hypothesis import given, settings as hyp_settings, strategies as st
 
 from loadgen.config import LoadgenSettings
-from loadgen.generator import Source, build_schedule, plan, shard_count
-from loadgen.schedule import RateSchedule, TableSchedule, rate_pieces
+from loadgen.schedule import (
+    RateSchedule,
+    TableSchedule,
+    build_schedule,
+    plan,
+    rate_pieces,
+    shard_count,
+)
+from loadgen.source import Source
 
 
 def make(**kw: Any) -> LoadgenSettings:

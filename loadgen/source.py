@@ -1,0 +1,86 @@
+"""What a run sends: the payload pool (`Source`), built once before the first message.
+
+A synthetic run encodes `pool_size` seeded payloads with the settings' codec; a
+replay builds its `Source` from a recording (`loadgen.replay`). Message seq `k`
+sends entry `k mod len(values)`, so the pool cycles for as long as the run lasts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+
+from loadgen.config import LoadgenSettings
+from loadgen.payloads import make_payloads
+from service.codecs import get_codec
+
+_ENTITY: Final = {"small": "id", "medium": "order_id", "large": "plan_id"}
+"""The field each built-in profile keys its messages by (`key = "entity"`)."""
+
+
+@dataclass
+class Source:
+    """What to send, indexed by seq modulo its length (built once, before the run).
+
+    Attributes:
+        values: encoded payloads.
+        keys: message keys (None: no key).
+        content_type: the one `content-type` of every message, if they share one.
+        content_types: per message (a replay without transcoding), else None.
+        extra_headers: recorded headers kept as they were (replay), else None.
+        partitions: partition per message (replay with kept partitions), else None.
+        times_s: recorded send times for a paced replay, else None.
+        period_s: a paced replay's length, gap to its first message included.
+        builtins: payloads to encode per message (`encode_live`), else None.
+    """
+
+    values: list[bytes | None]
+    keys: list[bytes | None]
+    content_type: bytes | None = None
+    content_types: list[bytes | None] | None = None
+    extra_headers: list[tuple[tuple[str, bytes | None], ...]] | None = None
+    partitions: list[int] | None = None
+    times_s: list[float] | None = None
+    period_s: float = 0.0
+    builtins: list[dict[str, Any]] | None = None
+
+
+def synthetic_source(s: LoadgenSettings) -> Source:
+    """A pool of `pool_size` seeded payloads, encoded with the settings' codec."""
+    codec = get_codec(s.codec, s.profile)
+    payloads = make_payloads(
+        s.profile, s.pool_size, seed=s.seed, large_bytes=s.large_bytes
+    )
+    values: list[bytes | None] = [
+        codec.encode(codec.from_builtins(p)) for p in payloads
+    ]
+    field = _ENTITY[s.profile]
+    keys = [None if s.key == "none" else str(p[field]).encode() for p in payloads]
+    return Source(
+        values,
+        keys,
+        content_type=codec.content_type.encode(),
+        builtins=payloads if s.encode_live else None,
+    )
+
+
+def value_bytes_sent(source: Source, s: LoadgenSettings, shard: int, sent: int) -> int:
+    """Value bytes of seqs shard, shard+stride, ... (computed once, at the end).
+
+    Seq s sends payload s mod L, so the payloads cycle every L / gcd(stride, L)
+    messages: one cycle is summed, not every message of an hour-long run.
+    """
+    if s.encode_live and source.builtins is not None:
+        codec = get_codec(s.codec, s.profile)
+        sizes = np.array(
+            [len(codec.encode(codec.from_builtins(b))) for b in source.builtins]
+        )
+    else:
+        sizes = np.array([len(v or b"") for v in source.values])
+    pool, stride = len(sizes), s.processes
+    cycle = sizes[(shard + np.arange(pool // math.gcd(stride, pool)) * stride) % pool]
+    laps, rest = divmod(sent, len(cycle))
+    return int(laps * cycle.sum() + cycle[:rest].sum())
