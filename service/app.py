@@ -2,8 +2,10 @@
 
 Shutdown (SIGTERM or the first SIGINT): the loop finishes its batch, stores its
 offsets, and `close()` commits them and leaves the group; exit status 0. A second
-SIGINT exits at once. A fatal error (a dead-letter write that is never acknowledged,
-a fatal Kafka error) stops the loop without storing the current batch: exit 1.
+SIGINT exits at once. A fatal error in a batch (a dead-letter write that is never
+acknowledged, a fatal consumer error in place of a message) stops the loop without
+storing that batch; a fatal client error (`error_cb`) stops it after the current
+batch. Either way the exit status is 1, so a supervisor restarts the worker.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ import gc
 import signal
 import threading
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol, TypeAlias
 
 import structlog
 from confluent_kafka import (
@@ -37,6 +40,7 @@ from service.errors import ConfigError, DeliveryError, FatalError
 from service.handlers import Handler
 from service.histogram import quantile
 from service.metrics import Metrics
+from service.types import KafkaConsumer, KafkaProducer
 
 log = structlog.get_logger(__name__)
 
@@ -45,11 +49,50 @@ _STALL_S = 60.0
 bounded by the batch timeout, so a live loop comes round many times a second)."""
 
 
-class Worker:
-    """One consumer process: its Kafka clients, loop, metrics and control plane."""
+class WorkerConsumer(KafkaConsumer, Protocol):
+    """The parts of `confluent_kafka.Consumer` the worker calls beyond the loop's."""
 
-    def __init__(self, settings: Settings) -> None:
+    def subscribe(
+        self,
+        topics: list[str],
+        on_assign: Any = ...,
+        on_revoke: Any = ...,
+        on_lost: Any = ...,
+    ) -> None: ...
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]: ...
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float = ..., cached: bool = ...
+    ) -> tuple[int, int]: ...
+    def close(self) -> None: ...
+
+
+ConsumerFactory: TypeAlias = Callable[[dict[str, Any]], WorkerConsumer]
+"""Builds the consumer from librdkafka settings (`confluent_kafka.Consumer`)."""
+
+ProducerFactory: TypeAlias = Callable[[dict[str, Any]], KafkaProducer]
+"""Builds the dead-letter and output producer (`confluent_kafka.Producer`)."""
+
+
+class Worker:
+    """One consumer process: its Kafka clients, loop, metrics and control plane.
+
+    Args:
+        settings: the validated configuration.
+        consumer_factory: builds the consumer from its librdkafka settings; tests
+            pass a fake.
+        producer_factory: builds the producer the same way.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        consumer_factory: ConsumerFactory = Consumer,
+        producer_factory: ProducerFactory = Producer,
+    ) -> None:
         self.settings = settings
+        self._consumer_factory = consumer_factory
+        self._producer_factory = producer_factory
         self.registry = CollectorRegistry()
         codec_settings = settings.codec
         self.codec = get_codec(
@@ -67,7 +110,8 @@ class Worker:
         self._next_tick = 0.0
         self._lag_total = 0
         self._summary = _Summary(self.metrics)
-        self.consumer: Any = None
+        self._fatal: KafkaError | None = None
+        self.consumer: WorkerConsumer | None = None
         self.loop: BatchLoop | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -76,16 +120,7 @@ class Worker:
         """Run until stopped; return the process exit status."""
         s = self.settings
         with ExitStack() as stack:
-            try:
-                self.consumer = Consumer(
-                    {
-                        **s.kafka.consumer_config(plaintext_secrets=True),
-                        "error_cb": self._on_client_error,
-                        "on_commit": self._on_commit,
-                    }
-                )
-            except KafkaException as exc:
-                raise ConfigError(f"config error: kafka: {exc.args[0].str()}") from None
+            consumer = self.consumer = self._consumer()
             stack.callback(self._close_consumer)
             producer = self._producer()
             if producer is not None:
@@ -99,8 +134,8 @@ class Worker:
             )
             port = control.start()
             stack.callback(control.stop)
-            self.loop = self._build_loop(producer)
-            self.consumer.subscribe(
+            self.loop = self._build_loop(consumer, producer)
+            consumer.subscribe(
                 [s.kafka.topic],
                 on_assign=self._on_assign,
                 on_revoke=self._on_revoke,
@@ -121,12 +156,21 @@ class Worker:
             except (FatalError, DeliveryError) as exc:
                 log.error("worker_failed", error=str(exc))
                 return 1
+            if self._fatal is not None:
+                # librdkafka reported the client unusable (see the module docstring).
+                log.error("worker_failed", error=self._fatal.str())
+                return 1
             self._summary.log(self.loop.processed, final=True)
         return 0
 
     def stop(self) -> None:
         """Ask the loop to stop after its current batch (signal-safe)."""
         self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        """True once a stop was asked for (signal, fatal client error, `stop()`)."""
+        return self._stop.is_set()
 
     def install_signal_handlers(self) -> None:
         """SIGTERM and a first SIGINT stop gracefully; a second SIGINT exits now."""
@@ -142,7 +186,16 @@ class Worker:
 
     # -- construction ---------------------------------------------------------------------
 
-    def _producer(self) -> Producer | None:
+    def _consumer(self) -> WorkerConsumer:
+        conf = self.settings.kafka.consumer_config(plaintext_secrets=True)
+        conf["error_cb"] = self._on_client_error
+        conf["on_commit"] = self._on_commit
+        try:
+            return self._consumer_factory(conf)
+        except KafkaException as exc:
+            raise ConfigError(f"config error: kafka: {exc.args[0].str()}") from None
+
+    def _producer(self) -> KafkaProducer | None:
         p = self.settings.processing
         if p.on_decode_error != "dead_letter" and p.output_topic is None:
             return None
@@ -151,9 +204,11 @@ class Worker:
         conf["message.max.bytes"] = max(
             1_000_000, self.settings.codec.max_payload_bytes + 65_536
         )
-        return Producer(conf)
+        return self._producer_factory(conf)
 
-    def _build_loop(self, producer: Producer | None) -> BatchLoop:
+    def _build_loop(
+        self, consumer: WorkerConsumer, producer: KafkaProducer | None
+    ) -> BatchLoop:
         s = self.settings
         p = s.processing
         confirmed = (
@@ -168,7 +223,7 @@ class Worker:
         if p.output_topic is not None and confirmed is not None:
             output = (confirmed, p.output_topic)
         return BatchLoop(
-            self.consumer,
+            consumer,
             codec=self.codec,
             handle_batch=Handler(s.codec.schema_, p.logic, p.work_us).handle_batch,
             metrics=self.metrics,
@@ -230,6 +285,7 @@ class Worker:
         self.metrics.consumer_errors.labels(err.name()).inc()
         log.warning("kafka_client_error", code=err.name(), error=err.str())
         if err.fatal():
+            self._fatal = err
             self.stop()
 
     # -- periodic work (once a second, between batches) ----------------------------------
@@ -247,14 +303,15 @@ class Worker:
     def _update_lag(self) -> None:
         """Set each partition's lag gauge; keep their sum for the summary line."""
         total = 0
-        if self._lag_children:
+        consumer = self.consumer
+        if self._lag_children and consumer is not None:
             topic = self.settings.kafka.topic
             tps = [TopicPartition(topic, p) for p in self._lag_children]
-            for tp in self.consumer.position(tps):
+            for tp in consumer.position(tps):
                 child = self._lag_children.get(tp.partition)
                 if child is None or tp.offset < 0:
                     continue
-                _low, high = self.consumer.get_watermark_offsets(tp, cached=True)
+                _low, high = consumer.get_watermark_offsets(tp, cached=True)
                 if high >= 0:
                     lag = max(0, high - tp.offset)
                     child.set(lag)

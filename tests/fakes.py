@@ -1,4 +1,4 @@
-"""Fakes of confluent-kafka objects, so the whole batch loop runs in unit tests."""
+"""Fakes of confluent-kafka objects, so the whole worker runs in unit tests."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError
+from confluent_kafka import OFFSET_INVALID, KafkaError, TopicPartition
 
 
 @dataclass
@@ -48,40 +48,137 @@ class FakeMessage:
 
 
 @dataclass
+class FakeTopicPartition:
+    """A `TopicPartition` whose `error` can be set (confluent's is read-only)."""
+
+    topic: str
+    partition: int
+    offset: int = OFFSET_INVALID
+    error: KafkaError | None = None
+
+
+@dataclass
 class FakeConsumer:
-    """Returns scripted batches from `consume()` and records stored offsets."""
+    """Returns scripted batches from `consume()` and records what it is asked.
+
+    It is its own factory: pass the instance as a worker's `consumer_factory` and it
+    keeps the librdkafka settings it is built with. As librdkafka does inside its
+    poll, the first `consume()` after `subscribe()` hands `assignment` to the
+    `on_assign` callback. `position()` is the next offset after those consumed (as
+    librdkafka's), `get_watermark_offsets()` reads `watermarks`, and a `consume()`
+    that finds the script exhausted calls `on_drained` (e.g. a worker's `stop`).
+    """
 
     batches: list[list[FakeMessage]] = field(default_factory=list)
     stored: list[list[tuple[str, int, int]]] = field(default_factory=list)
     events: list[str] | None = None
+    assignment: list[int] = field(default_factory=list)
+    positions: dict[int, int] = field(default_factory=dict)
+    watermarks: dict[int, tuple[int, int]] = field(default_factory=dict)
+    on_drained: Callable[[], None] | None = None
+    config: dict[str, Any] | None = None
+    subscribed: list[str] = field(default_factory=list)
+    rebalance: dict[str, Any] = field(default_factory=dict)
+    closed: bool = False
+
+    def __call__(self, config: dict[str, Any]) -> FakeConsumer:
+        self.config = config
+        return self
+
+    def _event(self, name: str) -> None:
+        if self.events is not None:
+            self.events.append(name)
+
+    def subscribe(
+        self,
+        topics: list[str],
+        on_assign: Any = None,
+        on_revoke: Any = None,
+        on_lost: Any = None,
+    ) -> None:
+        self.subscribed = list(topics)
+        self.rebalance = {"assign": on_assign, "revoke": on_revoke, "lost": on_lost}
+        self._event("subscribe")
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]:
-        return self.batches.pop(0) if self.batches else []
+        on_assign = self.rebalance.get("assign")
+        if self.assignment and on_assign is not None:
+            topic = self.subscribed[0]
+            on_assign(self, [TopicPartition(topic, p) for p in self.assignment])
+            self.assignment = []
+        if not self.batches:
+            if self.on_drained is not None:
+                self.on_drained()
+            return []
+        batch = self.batches.pop(0)
+        for m in batch:
+            if m.error() is None:
+                self.positions[m._partition] = m._offset + 1
+        return batch
 
     def store_offsets(
         self, message: Any = None, offsets: list[Any] | None = None
     ) -> None:
         assert offsets is not None
         self.stored.append([(tp.topic, tp.partition, tp.offset) for tp in offsets])
-        if self.events is not None:
-            self.events.append("store")
+        self._event("store")
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        return [
+            TopicPartition(
+                tp.topic, tp.partition, self.positions.get(tp.partition, OFFSET_INVALID)
+            )
+            for tp in partitions
+        ]
+
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float = -1, cached: bool = False
+    ) -> tuple[int, int]:
+        return self.watermarks.get(
+            partition.partition, (OFFSET_INVALID, OFFSET_INVALID)
+        )
+
+    def close(self) -> None:
+        self.closed = True
+        self._event("close")
 
 
 @dataclass
 class FakeProducer:
-    """Acknowledges (or fails) every record on `flush()`/`poll()`."""
+    """Acknowledges (or fails) every record on `flush()`/`poll()`.
+
+    Like `FakeConsumer`, it is its own factory and keeps its librdkafka settings.
+    """
 
     fail_with: Callable[[dict[str, Any]], KafkaError | None] = lambda record: None
     produced: list[dict[str, Any]] = field(default_factory=list)
     acked: list[dict[str, Any]] = field(default_factory=list)
     events: list[str] | None = None
+    config: dict[str, Any] | None = None
     _queue: list[tuple[dict[str, Any], Any]] = field(default_factory=list)
 
-    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = -1,
-                callback: Any = None, on_delivery: Any = None, timestamp: int = 0,
-                headers: Any = None) -> None:  # fmt: skip
-        record = {"topic": topic, "value": value, "key": key, "headers": headers,
-                  "timestamp": timestamp}  # fmt: skip
+    def __call__(self, config: dict[str, Any]) -> FakeProducer:
+        self.config = config
+        return self
+
+    def produce(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int = -1,
+        callback: Any = None,
+        on_delivery: Any = None,
+        timestamp: int = 0,
+        headers: Any = None,
+    ) -> None:
+        record = {
+            "topic": topic,
+            "value": value,
+            "key": key,
+            "headers": headers,
+            "timestamp": timestamp,
+        }
         self.produced.append(record)
         self._queue.append((record, on_delivery))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from service.consumer import BatchLoop
 from service.delivery import ConfirmedProducer
 from service.errors import DeliveryError, FatalError
 from service.handlers import Handler
+from service.headers import SENT_NS, SEQ
 from service.metrics import Metrics
 from tests.fakes import FakeConsumer, FakeMessage, FakeProducer
 
@@ -39,11 +41,12 @@ class Rig:
         self.producer = FakeProducer(fail_with=fail_with, events=self.events)
         confirmed = ConfirmedProducer(self.producer, timeout_s=1.0)
         self.registry = CollectorRegistry()
+        self.metrics = Metrics(self.registry, codec=codec_name, schema="medium")
         self.loop = BatchLoop(
             self.consumer,
             codec=self.codec,
             handle_batch=Handler("medium", "aggregate").handle_batch,
-            metrics=Metrics(self.registry, codec=codec_name, schema="medium"),
+            metrics=self.metrics,
             topic="in",
             group="g",
             max_payload_bytes=limit,
@@ -54,16 +57,31 @@ class Rig:
             latency_sample_every=every,
         )
 
-    def msg(self, i: int, *, partition: int = 0, value: bytes | None = None,
-            headers: list[tuple[str, bytes | None]] | None = None) -> FakeMessage:  # fmt: skip
+    def msg(
+        self,
+        i: int,
+        *,
+        partition: int = 0,
+        value: bytes | None = None,
+        headers: list[tuple[str, bytes | None]] | None = None,
+    ) -> FakeMessage:
         if value is None:
             value = self.codec.encode(self.codec.from_builtins(PAYLOADS[i % 50]))
         if headers is None:
-            headers = [
-                ("x-sent-ns", b"1700000000000000000"),
-                ("x-seq", str(i).encode()),
-            ]
+            headers = [(SENT_NS, b"1700000000000000000"), (SEQ, str(i).encode())]
         return FakeMessage(value, partition, i, _key=str(i).encode(), _headers=headers)
+
+    def latency_bucket(self) -> tuple[float, float]:
+        """The finite bucket (lower, upper bound) holding the only e2e latency."""
+        counts, _total = self.metrics.e2e_latency.snapshot()
+        bounds = self.metrics.e2e_latency.bounds
+        assert sum(counts) == 1
+        index = counts.index(1)
+        assert index < len(bounds), "the latency fell in the overflow bucket"
+        return (bounds[index - 1] if index else 0.0), bounds[index]
+
+    def latency_sum(self) -> float:
+        return self.sample("worker_e2e_latency_seconds_sum", codec=self.codec.name)
 
     def sample(self, name: str, **labels: str) -> float:
         value = self.registry.get_sample_value(name, labels)
@@ -99,14 +117,21 @@ class TestHappyPath:
 
     def test_latency_from_kafka_timestamp_without_header(self) -> None:
         rig = Rig()
-        rig.loop.process([rig.msg(0, headers=[])])
-        # The fake's timestamp is in 2023: the latency lands in the top bucket.
-        assert (
-            rig.sample(
-                "worker_e2e_latency_seconds_bucket", codec="msgspec-msgpack", le="+Inf"
-            )
-            == 1
-        )
+        message = rig.msg(0, headers=[])
+        message._timestamp = time.time_ns() // 1_000_000 - 2_000  # ms, 2 s ago
+        rig.loop.process([message])
+        low, high = rig.latency_bucket()
+        # At least the 2 s since the timestamp, plus well under 1 s of processing.
+        assert low < 3.0 and high >= 2.0
+        assert 2.0 <= rig.latency_sum() < 3.0
+
+    def test_sent_header_wins_over_kafka_timestamp(self) -> None:
+        rig = Rig()
+        sent_ns = time.time_ns() - 500_000_000  # 0.5 s ago; the timestamp is 2023
+        rig.loop.process([rig.msg(0, headers=[(SENT_NS, str(sent_ns).encode())])])
+        low, high = rig.latency_bucket()
+        assert low < 1.5 and high >= 0.5
+        assert 0.5 <= rig.latency_sum() < 1.5
 
     def test_latency_sampled_every_kth_message_across_batches(self) -> None:
         rig = Rig(every=4)
