@@ -1,9 +1,10 @@
-"""The load generator's one settings object, and the only loadgen module reading env.
+"""The load generator's settings: `[kafka]` (shared) plus its flat `[loadgen]` table.
 
-Precedence: defaults < TOML file (`--config`) < environment (`LOADGEN_` prefix, flat:
-`LOADGEN_RATE`, `LOADGEN_TOPIC`...) < command-line flags. Unknown keys are errors
-at every level (a TOML typo or a stray `LOADGEN_*` variable fails loudly), and every
-error names the field, the bad value and what is allowed.
+Read by `service.settings.load`: defaults < TOML (`--config`: `[kafka]`,
+`[loadgen]`) < environment (`KAFKA_*`, `LOADGEN_<FIELD>`, e.g. `LOADGEN_RATE`) <
+flags. Unknown keys are errors at every level (a TOML typo or a stray `LOADGEN_*`
+variable fails loudly), and every error names the setting, the value, where it came
+from and what is allowed.
 """
 
 from __future__ import annotations
@@ -14,61 +15,28 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import (
-    Field,
-    SecretStr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
-from pydantic_settings import (
-    SettingsConfigDict,
-)
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from loadgen.payloads import DEFAULT_LARGE_BYTES
-from service.codecs import CodecName
-from service.config import (
-    MASK,
-    UNSAFE_LIBRDKAFKA_KEYS,
-    LayeredSettings,
-    build_settings,
-)
-from service.errors import ConfigError
+from service.codecs import REAL_CODECS, CodecName
+from service.connection import KafkaConnection, refuse_keys
 from service.schemas import SchemaName
+from service.settings import load
 
-ENV_PREFIX: Final = "LOADGEN_"
+TOOL: Final = "loadgen"
 
 Pattern = Literal["constant", "ramp", "step", "spike"]
-LibrdkafkaValue = str | int | float | bool
 
-_DENIED: Final = UNSAFE_LIBRDKAFKA_KEYS
-"""librdkafka settings refused from any source, with the reason."""
-
-FLAGS: Final[dict[str, str]] = {
-    "extra": "-X",
-    "output": "--output/--json",
-    "record_out": "record --out",
-    "record_max": "record --max",
-    "record_timeout_s": "record --timeout",
-    "record_start": "record --start",
+_OWNED_KEYS: Final[dict[str, str]] = {
+    "client.id": "set loadgen.client_id",
+    "acks": "set loadgen.acks",
+    "enable.idempotence": "set loadgen.idempotence",
+    "linger.ms": "set loadgen.linger_ms",
+    "compression.type": "set loadgen.compression",
+    "message.timeout.ms": "set loadgen.delivery_timeout_s",
+    "on_delivery": "the load generator counts deliveries itself",
 }
-"""Fields whose flag is not `--` plus the field name with dashes."""
-_TYPED_KEYS: Final[dict[str, str]] = {
-    "bootstrap.servers": "bootstrap_servers",
-    "client.id": "client_id",
-    "acks": "acks",
-    "enable.idempotence": "idempotence",
-    "linger.ms": "linger_ms",
-    "compression.type": "compression",
-    "message.timeout.ms": "delivery_timeout_s",
-    "security.protocol": "security_protocol",
-    "sasl.mechanism": "sasl_mechanism",
-    "sasl.username": "sasl_username",
-    "sasl.password": "sasl_password",
-    "ssl.ca.location": "ssl_ca_location",
-    "on_delivery": "(the load generator's own delivery callback)",
-}
-"""librdkafka keys owned by a typed setting: `extra` may not set them."""
+"""librdkafka keys owned by a typed setting: `kafka.extra` may not set them."""
 
 _TUNING: Final[dict[str, Any]] = {
     # 10k messages or 1 MB per batch: a 40k msg/s run sends ~200 requests/s with
@@ -78,21 +46,19 @@ _TUNING: Final[dict[str, Any]] = {
     # Room for ~2.5 s of a 200k msg/s burst before produce() raises BufferError.
     "queue.buffering.max.messages": 500_000,
 }
-"""Producer defaults that `extra` (-X) may override."""
+"""Producer defaults that `kafka.extra` (-X) may override."""
 
 
-class LoadgenSettings(LayeredSettings):
+class LoadgenSettings(BaseModel):
     """Everything `codec-loadgen` needs, validated before Kafka is touched.
 
     `duration` and `count` both unset means a 60 s run; both set, the run stops at
     whichever comes first. With `replay` and neither, the recording is sent once.
     """
 
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, extra="forbid", frozen=True, validate_default=True
-    )
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
-    bootstrap_servers: str = "127.0.0.1:9092"
+    kafka: KafkaConnection = Field(default_factory=KafkaConnection)
     topic: str = "orders"
     codec: CodecName = "json+pydantic"
     profile: SchemaName = "medium"
@@ -132,17 +98,6 @@ class LoadgenSettings(LayeredSettings):
     linger_ms: Annotated[float, Field(ge=0, le=900_000)] = 5.0
     compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = "none"
     delivery_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
-    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = (
-        "PLAINTEXT"
-    )
-    sasl_mechanism: (
-        Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None
-    ) = None
-    sasl_username: str | None = None
-    sasl_password: SecretStr | None = None
-    ssl_ca_location: str | None = None
-    extra: dict[str, LibrdkafkaValue] = Field(default_factory=dict)
-    """Raw librdkafka settings; may override tuning defaults, not typed settings."""
     record_out: Path | None = None
     record_max: Annotated[int | None, Field(ge=1)] = None
     record_timeout_s: Annotated[float, Field(gt=0)] = 5.0
@@ -154,27 +109,13 @@ class LoadgenSettings(LayeredSettings):
         if value == "auto":
             raise ValueError(
                 "'auto' is not a wire format (it only decodes mixed topics); "
-                "choose json+pydantic, json-stdlib+pydantic, orjson+pydantic, "
-                "msgspec-json, msgspec-msgpack or protobuf"
+                f"choose {', '.join(REAL_CODECS)}"
             )
         return value
 
-    @field_validator("extra")
-    @classmethod
-    def _refuse_keys(
-        cls, extra: dict[str, LibrdkafkaValue]
-    ) -> dict[str, LibrdkafkaValue]:
-        for key in extra:
-            if key in _DENIED:
-                raise ValueError(
-                    f"librdkafka setting {key!r} is refused: {_DENIED[key]}"
-                )
-            if key in _TYPED_KEYS:
-                raise ValueError(f"set {key!r} through {_TYPED_KEYS[key]}, not extra")
-        return extra
-
     @model_validator(mode="after")
     def _consistent(self) -> LoadgenSettings:
+        refuse_keys(self.kafka.extra, _OWNED_KEYS)
         if self.idempotence and self.acks != "all":
             raise ValueError("idempotence = true needs acks = 'all'")
         if self.rate == 0 and self.pattern != "constant":
@@ -199,30 +140,12 @@ class LoadgenSettings(LayeredSettings):
             return self.transcode or "recorded"
         return self.codec
 
-    def common_config(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:
-        """librdkafka settings shared by the producer and the recorder's consumer."""
-        password = self.sasl_password
-        typed: dict[str, Any] = {
-            "bootstrap.servers": self.bootstrap_servers,
-            "client.id": self.client_id,
-            "security.protocol": self.security_protocol,
-            "sasl.mechanism": self.sasl_mechanism,
-            "sasl.username": self.sasl_username,
-            "sasl.password": None
-            if password is None
-            else password.get_secret_value()
-            if plaintext_secrets
-            else MASK,
-            "ssl.ca.location": self.ssl_ca_location,
-        }
-        return {k: v for k, v in typed.items() if v is not None}
-
     def producer_config(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:
         """The producer's librdkafka settings: idempotent, acks=all by default."""
         return {
             **_TUNING,
-            **self.extra,
-            **self.common_config(plaintext_secrets=plaintext_secrets),
+            **self.kafka.librdkafka(plaintext_secrets=plaintext_secrets),
+            "client.id": self.client_id,
             "enable.idempotence": self.idempotence,
             "acks": self.acks,
             "linger.ms": self.linger_ms,
@@ -233,62 +156,12 @@ class LoadgenSettings(LayeredSettings):
     def consumer_config(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:
         """The recorder's consumer: its own throwaway group, nothing committed."""
         return {
-            **self.extra,
-            **self.common_config(plaintext_secrets=plaintext_secrets),
+            **self.kafka.librdkafka(plaintext_secrets=plaintext_secrets),
+            "client.id": self.client_id,
             "group.id": f"codec-loadgen-record-{secrets.token_hex(4)}",
             "enable.auto.commit": False,
             "enable.partition.eof": False,
         }
-
-
-def flag_name(field: str) -> str:
-    """The command-line flag of a settings field, e.g. `--pool-size`."""
-    return FLAGS.get(field, "--" + field.replace("_", "-"))
-
-
-def env_name(field: str) -> str:
-    """The environment variable of a settings field, e.g. `LOADGEN_RATE`."""
-    return ENV_PREFIX + field.upper()
-
-
-def _check_env(environ: Mapping[str, str]) -> None:
-    fields = set(LoadgenSettings.model_fields)
-    for name in environ:
-        if (
-            name.startswith(ENV_PREFIX)
-            and name[len(ENV_PREFIX) :].lower() not in fields
-        ):
-            raise ConfigError(
-                f"config error: environment variable {name} names no setting "
-                f"(see codec-loadgen --help for the {ENV_PREFIX}* variables)"
-            )
-
-
-def _shown(field: str, value: Any) -> str:
-    if field == "extra" and isinstance(value, dict):
-        return "{keys: " + ", ".join(sorted(map(str, value))) + "}"
-    if "password" in field:
-        return MASK
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def format_validation_error(exc: ValidationError) -> str:
-    """One line per problem: the field (flag, variable), the value, what is allowed."""
-    lines = []
-    for err in exc.errors(include_url=False):
-        field = str(err["loc"][0]) if err["loc"] else ""
-        msg = err["msg"].removeprefix("Value error, ")
-        if not field:  # a rule across several fields
-            lines.append(f"config error: {msg}")
-        elif err["type"] == "extra_forbidden":
-            lines.append(f"config error: unknown setting {field!r}")
-        else:
-            where = f"{field} ({flag_name(field)}, {env_name(field)})"
-            lines.append(
-                f"config error: {where} = {_shown(field, err['input'])}: {msg}"
-            )
-    return "\n".join(lines)
 
 
 def load_settings(
@@ -296,19 +169,24 @@ def load_settings(
     *,
     config_file: Path | None = None,
     environ: Mapping[str, str] | None = None,
+    flag_names: Mapping[tuple[str, ...], str] | None = None,
 ) -> LoadgenSettings:
     """Build the settings from every source.
 
     Args:
         overrides: values from command-line flags (highest precedence).
-        config_file: a TOML file with the settings' field names as keys.
-        environ: the environment to check for stray `LOADGEN_` variables
-            (default: `os.environ`).
+        config_file: a TOML file (`[kafka]`, `[loadgen]`).
+        environ: the environment (default: `os.environ`).
+        flag_names: each overridden path's flag, for error messages.
 
     Raises:
-        ConfigError: naming the field, the value and the rule.
+        ConfigError: naming the setting, the value, its source and the rule.
     """
-    _check_env(os.environ if environ is None else environ)
-    return build_settings(
-        LoadgenSettings, overrides, config_file, format_validation_error
+    return load(
+        LoadgenSettings,
+        TOOL,
+        flags=overrides,
+        flag_names=flag_names,
+        config_file=config_file,
+        environ=os.environ if environ is None else environ,
     )

@@ -66,12 +66,12 @@ def topic_partitions(s: LoadgenSettings) -> int:
         )
     except KafkaException as exc:
         raise LoadgenError(
-            f"cannot reach Kafka at {s.bootstrap_servers}: {exc}"
+            f"cannot reach Kafka at {s.kafka.bootstrap_servers}: {exc}"
         ) from None
     if meta is None or meta.error is not None or not meta.partitions:
         raise ConfigError(
             f"config error: topic (--topic, LOADGEN_TOPIC) = {s.topic!r}: no such "
-            f"topic on {s.bootstrap_servers} (create it first)"
+            f"topic on {s.kafka.bootstrap_servers} (create it first)"
         )
     return len(meta.partitions)
 

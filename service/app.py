@@ -136,7 +136,7 @@ class Worker:
             stack.callback(control.stop)
             self.loop = self._build_loop(consumer, producer)
             consumer.subscribe(
-                [s.kafka.topic],
+                [s.consumer.topic],
                 on_assign=self._on_assign,
                 on_revoke=self._on_revoke,
                 on_lost=self._on_lost,
@@ -187,7 +187,7 @@ class Worker:
     # -- construction ---------------------------------------------------------------------
 
     def _consumer(self) -> WorkerConsumer:
-        conf = self.settings.kafka.consumer_config(plaintext_secrets=True)
+        conf = self.settings.consumer_config(plaintext_secrets=True)
         conf["error_cb"] = self._on_client_error
         conf["on_commit"] = self._on_commit
         try:
@@ -199,7 +199,7 @@ class Worker:
         p = self.settings.processing
         if p.on_decode_error != "dead_letter" and p.output_topic is None:
             return None
-        conf = self.settings.kafka.producer_config(plaintext_secrets=True)
+        conf = self.settings.producer_config(plaintext_secrets=True)
         conf["message.timeout.ms"] = int(p.delivery_timeout_s * 1000)
         conf["message.max.bytes"] = max(
             1_000_000, self.settings.codec.max_payload_bytes + 65_536
@@ -218,7 +218,7 @@ class Worker:
         )
         dead_letters = None
         if p.on_decode_error == "dead_letter" and confirmed is not None:
-            dead_letters = (confirmed, p.dlq_topic_for(s.kafka.topic))
+            dead_letters = (confirmed, p.dlq_topic_for(s.consumer.topic))
         output = None
         if p.output_topic is not None and confirmed is not None:
             output = (confirmed, p.output_topic)
@@ -227,8 +227,8 @@ class Worker:
             codec=self.codec,
             handle_batch=Handler(s.codec.schema_, p.logic, p.work_us).handle_batch,
             metrics=self.metrics,
-            topic=s.kafka.topic,
-            group=s.kafka.group_id,
+            topic=s.consumer.topic,
+            group=s.consumer.group_id,
             max_payload_bytes=s.codec.max_payload_bytes,
             batch_size=p.batch_size,
             batch_timeout_s=p.batch_timeout_ms / 1000.0,
@@ -240,7 +240,7 @@ class Worker:
     # -- callbacks (run inside consume(), on the loop's thread) --------------------------
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
-        topic = self.settings.kafka.topic
+        topic = self.settings.consumer.topic
         for tp in partitions:
             self.assigned.add(tp.partition)
             self._lag_children[tp.partition] = self.metrics.consumer_lag.labels(
@@ -260,7 +260,7 @@ class Worker:
         log.warning("partitions_lost", partitions=[tp.partition for tp in partitions])
 
     def _forget(self, partitions: list[Any]) -> None:
-        topic = self.settings.kafka.topic
+        topic = self.settings.consumer.topic
         for tp in partitions:
             self.assigned.discard(tp.partition)
             if self._lag_children.pop(tp.partition, None) is not None:
@@ -305,7 +305,7 @@ class Worker:
         total = 0
         consumer = self.consumer
         if self._lag_children and consumer is not None:
-            topic = self.settings.kafka.topic
+            topic = self.settings.consumer.topic
             tps = [TopicPartition(topic, p) for p in self._lag_children]
             for tp in consumer.position(tps):
                 child = self._lag_children.get(tp.partition)

@@ -8,59 +8,96 @@ what is allowed, and exits with status 2 before any connection to Kafka.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
-from service import __version__
 from service.children import die_with_parent
 from service.codecs import CODEC_NAMES
-from service.config import ENV_PREFIX, Settings, load_settings
+from service.config import TOOL, Settings
 from service.errors import ConfigError
+from service.flags import (
+    KAFKA_FLAGS,
+    Flag,
+    add_common,
+    add_flags,
+    load_from_args,
+    print_config,
+)
 
-# (flag, dotted settings path, type, help)
-_FLAGS: Final[list[tuple[str, str, type, str]]] = [
-    ("--bootstrap-servers", "kafka.bootstrap_servers", str, "Kafka bootstrap servers"),
-    ("--topic", "kafka.topic", str, "input topic"),
-    ("--group", "kafka.group_id", str, "consumer group id"),
-    ("--auto-offset-reset", "kafka.auto_offset_reset", str, "earliest|latest|error"),
-    ("--codec", "codec.name", str, "codec key (see --list-codecs)"),
-    ("--schema", "codec.schema", str, "small|medium|large"),
-    ("--auto-json", "codec.auto_json", str, "JSON codec of the auto codec"),
-    ("--auto-output", "codec.auto_output", str, "output codec of the auto codec"),
-    ("--max-payload-bytes", "codec.max_payload_bytes", int, "larger payloads are dead-lettered undecoded"),
-    ("--batch-size", "processing.batch_size", int, "messages per consume() call at most"),
-    ("--batch-timeout-ms", "processing.batch_timeout_ms", float, "longest wait for a batch: the latency/CPU knob"),
-    ("--logic", "processing.logic", str, "business logic: aggregate|noop"),
-    ("--work-us", "processing.work_us", float, "extra busy CPU per message, microseconds"),
-    ("--output-topic", "processing.output_topic", str, "write each result, re-encoded with the codec, here"),
-    ("--dlq-topic", "processing.dlq_topic", str, "dead-letter topic (default <topic>.dlq)"),
-    ("--on-decode-error", "processing.on_decode_error", str, "dead_letter|fail"),
-    ("--processes", "processing.processes", int, "worker processes in this group on this host"),
-    ("--metrics-host", "metrics.host", str, "control-plane bind address"),
-    ("--metrics-port", "metrics.port", int, "control-plane port (0: any free port)"),
-    ("--summary-interval-s", "metrics.summary_interval_s", float, "seconds between summary log lines"),
-    ("--latency-sample-every", "metrics.latency_sample_every", int, "time end-to-end latency of every k-th message"),
-    ("--log-level", "logging.level", str, "debug|info|warning|error"),
-    ("--log-format", "logging.format", str, "json|console"),
-]  # fmt: skip
-
-
-def _default(path: str) -> Any:
-    node: Any = Settings()
-    for part in path.split("."):
-        node = getattr(node, "schema_" if part == "schema" else part)
-    return node.value if hasattr(node, "value") else node
-
-
-def _env_name(path: str) -> str:
-    return ENV_PREFIX + path.upper().replace(".", "__")
+_FLAGS: Final = (
+    *KAFKA_FLAGS,
+    Flag("--topic", ("consumer", "topic"), "input topic"),
+    Flag("--group", ("consumer", "group_id"), "consumer group id"),
+    Flag(
+        "--auto-offset-reset",
+        ("consumer", "auto_offset_reset"),
+        "earliest|latest|error",
+    ),
+    Flag("--codec", ("codec", "name"), "codec key (see --list-codecs)"),
+    Flag("--schema", ("codec", "schema"), "small|medium|large"),
+    Flag("--auto-json", ("codec", "auto_json"), "JSON codec of the auto codec"),
+    Flag("--auto-output", ("codec", "auto_output"), "output codec of the auto codec"),
+    Flag(
+        "--max-payload-bytes",
+        ("codec", "max_payload_bytes"),
+        "larger payloads are dead-lettered undecoded",
+        int,
+    ),
+    Flag(
+        "--batch-size",
+        ("processing", "batch_size"),
+        "messages per consume() at most",
+        int,
+    ),
+    Flag(
+        "--batch-timeout-ms",
+        ("processing", "batch_timeout_ms"),
+        "longest wait for a batch: the latency/CPU knob",
+        float,
+    ),
+    Flag("--logic", ("processing", "logic"), "business logic: aggregate|noop"),
+    Flag(
+        "--work-us", ("processing", "work_us"), "extra busy CPU per message, us", float
+    ),
+    Flag(
+        "--output-topic",
+        ("processing", "output_topic"),
+        "write each result, re-encoded with the codec, here",
+    ),
+    Flag(
+        "--dlq-topic",
+        ("processing", "dlq_topic"),
+        "dead-letter topic",
+        default="<topic>.dlq",
+    ),
+    Flag("--on-decode-error", ("processing", "on_decode_error"), "dead_letter|fail"),
+    Flag(
+        "--processes", ("processing", "processes"), "worker processes on this host", int
+    ),
+    Flag("--metrics-host", ("metrics", "host"), "control-plane bind address"),
+    Flag(
+        "--metrics-port", ("metrics", "port"), "control-plane port (0: any free)", int
+    ),
+    Flag(
+        "--summary-interval-s",
+        ("metrics", "summary_interval_s"),
+        "seconds between summary log lines",
+        float,
+    ),
+    Flag(
+        "--latency-sample-every",
+        ("metrics", "latency_sample_every"),
+        "time end-to-end latency of every k-th message",
+        int,
+    ),
+    Flag("--log-level", ("logging", "level"), "debug|info|warning|error"),
+    Flag("--log-format", ("logging", "format"), "json|console"),
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,52 +105,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="codec-worker",
         description="Consume a Kafka topic, decode with the chosen codec, run the "
-        "stub logic, export metrics. Precedence: defaults < --config TOML < "
-        f"{ENV_PREFIX}* environment < flags.",
+        "stub logic, export metrics. Precedence: defaults < --config TOML ([kafka], "
+        "[worker.*]) < environment (KAFKA_*, WORKER_*) < flags.",
     )
-    parser.add_argument("--config", type=Path, help="TOML file with the same sections")
-    for flag, path, kind, text in _FLAGS:
-        parser.add_argument(
-            flag,
-            dest=path,
-            type=kind,
-            default=None,
-            metavar=path.rsplit(".", 1)[-1].upper(),
-            help=f"{text} (default: {_default(path)}; env {_env_name(path)})",
-        )
-    parser.add_argument(
-        "-X",
-        dest="extra",
-        action="append",
-        metavar="KEY=VALUE",
-        default=[],
-        help="librdkafka setting passed through, repeatable (env "
-        f"{ENV_PREFIX}KAFKA__EXTRA as a JSON object)",
-    )
+    add_common(parser, TOOL)
+    add_flags(parser, _FLAGS, Settings, TOOL)
     parser.add_argument("--list-codecs", action="store_true", help="list codecs, exit")
-    parser.add_argument(
-        "--print-config", action="store_true", help="print the effective config, exit"
-    )
-    parser.add_argument("--version", action="version", version=__version__)
     return parser
-
-
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    tree: dict[str, Any] = {}
-    for _flag, path, _kind, _text in _FLAGS:
-        value = getattr(args, path)
-        if value is not None:
-            section, key = path.split(".")
-            tree.setdefault(section, {})[key] = value
-    extra: dict[str, str] = {}
-    for item in args.extra:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"config error: -X {item!r}: expected KEY=VALUE")
-        extra[key] = value
-    if extra:
-        tree.setdefault("kafka", {})["extra"] = extra
-    return tree
 
 
 def _list_codecs() -> str:
@@ -134,12 +132,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_list_codecs())
         return 0
     try:
-        settings = load_settings(_overrides(args), config_file=args.config)
+        settings = load_from_args(Settings, TOOL, args, _FLAGS)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
     if args.print_config:
-        print(json.dumps(settings.masked(), indent=2))
+        print_config(settings, TOOL)
         return 0
     if settings.processing.processes > 1:
         return _supervise(settings, list(sys.argv[1:] if argv is None else argv))

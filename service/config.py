@@ -1,165 +1,50 @@
-"""The one configuration object, and the only module that reads the environment.
+"""The worker's settings: `[kafka]` (shared) plus its own `[worker.*]` sections.
 
-Precedence: defaults < TOML file (`--config`) < environment (`WORKER_` prefix, `__`
-between levels, e.g. `WORKER_KAFKA__GROUP_ID`) < command-line flags. Unknown keys
+Read by `service.settings.load`: defaults < TOML (`--config`: `[kafka]`,
+`[worker.consumer]`, `[worker.codec]`, ...) < environment (`KAFKA_*`,
+`WORKER_<SECTION>__<FIELD>`, e.g. `WORKER_CONSUMER__GROUP_ID`) < flags. Unknown keys
 are errors at every level, so a typo such as `grup_id` fails loudly.
 """
 
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Final, Literal, TypeVar
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SecretStr,
-    ValidationError,
-    field_validator,
-)
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    TomlConfigSettingsSource,
-)
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.codecs import CodecName, JsonCodecName
-from service.errors import ConfigError
+from service.connection import KafkaConnection, refuse_keys
 from service.schemas import SchemaName
+from service.settings import load, printable
 
-ENV_PREFIX: Final = "WORKER_"
+TOOL: Final = "worker"
 
-LibrdkafkaValue = str | int | float | bool
-
-UNSAFE_LIBRDKAFKA_KEYS: Final[dict[str, str]] = {
-    "plugin.library.paths": "loads a shared library into the process",
-    "sasl.kerberos.kinit.cmd": "runs a shell command",
-    "ssl.engine.location": "loads an OpenSSL engine library",
-}
-"""librdkafka settings that load code or run commands: refused from every source."""
-
-DENIED_LIBRDKAFKA_KEYS: Final[dict[str, str]] = {
-    **UNSAFE_LIBRDKAFKA_KEYS,
+WORKER_OWNED_KEYS: Final[dict[str, str]] = {
     "enable.auto.offset.store": "the worker stores offsets itself (at-least-once)",
     "enable.auto.commit": "commit on revoke and on close rely on it",
-    "group.id": "set kafka.group_id",
-    "bootstrap.servers": "set kafka.bootstrap_servers",
+    "group.id": "set worker.consumer.group_id",
 }
-"""librdkafka settings `kafka.extra` may not set, with the reason."""
-
-_SECRET_KEY: Final = re.compile(r"password|secret|\.pem$|jaas|token|credentials")
-"""librdkafka keys whose values are masked in logs and errors."""
-
-MASK: Final = "**********"
+"""librdkafka settings `kafka.extra` may not set for the worker, with the reason."""
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class KafkaSettings(_Section):
-    """Where to read and how to talk to Kafka."""
+class ConsumerSettings(_Section):
+    """What the worker reads and how its consumer group behaves."""
 
-    bootstrap_servers: str = "127.0.0.1:9092"
     topic: str = "orders"
     group_id: str = "codec-worker"
     client_id: str = "codec-worker"
     auto_offset_reset: Literal["earliest", "latest", "error"] = "earliest"
-    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = (
-        "PLAINTEXT"
-    )
-    sasl_mechanism: (
-        Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"]
-        | None
-    ) = None
-    sasl_username: str | None = None
-    sasl_password: SecretStr | None = None
-    ssl_ca_location: str | None = None
     session_timeout_ms: Annotated[int, Field(ge=1000)] = 45_000
     max_poll_interval_ms: Annotated[int, Field(ge=1000)] = 300_000
     fetch_max_bytes: Annotated[int, Field(ge=1024)] = 52_428_800
     queued_max_messages_kbytes: Annotated[int, Field(ge=1)] = 65_536
-    extra: dict[str, LibrdkafkaValue] = Field(default_factory=dict)
-    """Raw librdkafka settings passed through. Typed fields win on conflict."""
-
-    @field_validator("extra")
-    @classmethod
-    def _refuse_denied_keys(
-        cls, extra: dict[str, LibrdkafkaValue]
-    ) -> dict[str, LibrdkafkaValue]:
-        for key in extra:
-            if key in DENIED_LIBRDKAFKA_KEYS:
-                raise ValueError(
-                    f"librdkafka setting {key!r} is refused: "
-                    f"{DENIED_LIBRDKAFKA_KEYS[key]}"
-                )
-        return extra
-
-    def masked_extra(self) -> dict[str, LibrdkafkaValue]:
-        """`extra` with the values of secret-looking keys masked."""
-        return {k: MASK if _SECRET_KEY.search(k) else v for k, v in self.extra.items()}
-
-    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
-        # str() and repr() of the settings must not show passthrough secrets.
-        for name, value in super().__repr_args__():
-            yield name, self.masked_extra() if name == "extra" else value
-
-    def common_config(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:
-        """librdkafka settings shared by the consumer and producers.
-
-        The only place that maps fields to dotted librdkafka keys; secrets are
-        masked unless `plaintext_secrets` (only when handing them to librdkafka).
-        """
-        conf: dict[str, Any] = dict(
-            self.extra if plaintext_secrets else self.masked_extra()
-        )
-        password = self.sasl_password
-        typed: dict[str, Any] = {
-            "bootstrap.servers": self.bootstrap_servers,
-            "client.id": self.client_id,
-            "security.protocol": self.security_protocol,
-            "sasl.mechanism": self.sasl_mechanism,
-            "sasl.username": self.sasl_username,
-            "sasl.password": (
-                None
-                if password is None
-                else password.get_secret_value()
-                if plaintext_secrets
-                else MASK
-            ),
-            "ssl.ca.location": self.ssl_ca_location,
-        }
-        conf.update({k: v for k, v in typed.items() if v is not None})
-        return conf
-
-    def consumer_config(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:
-        """The consumer's librdkafka settings (at-least-once, bounded memory)."""
-        return {
-            **self.common_config(plaintext_secrets=plaintext_secrets),
-            "group.id": self.group_id,
-            "auto.offset.reset": self.auto_offset_reset,
-            "enable.auto.commit": True,
-            "enable.auto.offset.store": False,
-            "session.timeout.ms": self.session_timeout_ms,
-            "max.poll.interval.ms": self.max_poll_interval_ms,
-            "fetch.max.bytes": self.fetch_max_bytes,
-            "queued.max.messages.kbytes": self.queued_max_messages_kbytes,
-        }
-
-    def producer_config(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:
-        """Dead-letter and output producers: idempotent, acks from all replicas."""
-        common = self.common_config(plaintext_secrets=plaintext_secrets)
-        return {
-            **{k: v for k, v in common.items() if not k.startswith("fetch.")},
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 2,
-        }
 
 
 class CodecSettings(_Section):
@@ -213,112 +98,54 @@ class LoggingSettings(_Section):
     format: Literal["json", "console"] = "json"
 
 
-class LayeredSettings(BaseSettings):
-    """Settings read from flags (init values) > environment > one TOML file > defaults.
-
-    `build_settings` chooses the TOML file for one construction.
-    """
-
-    _toml_file: ClassVar[Path | None] = None
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources = [init_settings, env_settings]
-        if cls._toml_file is not None:
-            sources.append(TomlConfigSettingsSource(settings_cls, cls._toml_file))
-        return tuple(sources)
-
-
-S = TypeVar("S", bound=LayeredSettings)
-
-
-def build_settings(
-    cls: type[S],
-    overrides: Mapping[str, Any] | None,
-    config_file: Path | None,
-    format_error: Callable[[ValidationError], str],
-) -> S:
-    """Construct `cls` from every source; any problem becomes a `ConfigError`."""
-    if config_file is not None and not config_file.is_file():
-        raise ConfigError(f"config error: --config {str(config_file)!r}: no such file")
-    cls._toml_file = config_file
-    try:
-        return cls(**(overrides or {}))
-    except ValidationError as exc:
-        raise ConfigError(format_error(exc)) from None
-    except ValueError as exc:  # a TOML syntax error
-        raise ConfigError(f"config error: {config_file}: {exc}") from None
-    finally:
-        cls._toml_file = None
-
-
-class Settings(LayeredSettings):
+class Settings(BaseModel):
     """Everything the worker needs, validated once at start-up."""
 
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX,
-        env_nested_delimiter="__",
-        extra="forbid",
-        frozen=True,
-        populate_by_name=True,
-    )
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    kafka: KafkaSettings = KafkaSettings()
+    kafka: KafkaConnection = Field(default_factory=KafkaConnection)
+    consumer: ConsumerSettings = ConsumerSettings()
     codec: CodecSettings = CodecSettings()
     processing: ProcessingSettings = ProcessingSettings()
     metrics: MetricsSettings = MetricsSettings()
     logging: LoggingSettings = LoggingSettings()
 
+    @model_validator(mode="after")
+    def _refuse_owned_keys(self) -> Settings:
+        refuse_keys(self.kafka.extra, WORKER_OWNED_KEYS)
+        return self
+
+    def consumer_config(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:
+        """The consumer's librdkafka settings (at-least-once, bounded memory)."""
+        c = self.consumer
+        return {
+            **self.kafka.librdkafka(plaintext_secrets=plaintext_secrets),
+            "client.id": c.client_id,
+            "group.id": c.group_id,
+            "auto.offset.reset": c.auto_offset_reset,
+            "enable.auto.commit": True,
+            "enable.auto.offset.store": False,
+            "session.timeout.ms": c.session_timeout_ms,
+            "max.poll.interval.ms": c.max_poll_interval_ms,
+            "fetch.max.bytes": c.fetch_max_bytes,
+            "queued.max.messages.kbytes": c.queued_max_messages_kbytes,
+        }
+
+    def producer_config(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:
+        """Dead-letter and output producers: idempotent, acks from all replicas."""
+        common = self.kafka.librdkafka(plaintext_secrets=plaintext_secrets)
+        return {
+            # Consumer-only passthrough keys would make librdkafka warn on producers.
+            **{k: v for k, v in common.items() if not k.startswith("fetch.")},
+            "client.id": self.consumer.client_id,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 2,
+        }
+
     def masked(self) -> dict[str, Any]:
         """The effective configuration with every secret masked (for logs)."""
-        data = self.model_dump(mode="json", by_alias=True)
-        data["kafka"]["extra"] = self.kafka.masked_extra()
-        return data
-
-
-def _check_env_sections(environ: Mapping[str, str]) -> None:
-    sections = set(Settings.model_fields)
-    for name in environ:
-        if name.startswith(ENV_PREFIX):
-            section = name[len(ENV_PREFIX) :].split("__", 1)[0].lower()
-            if section not in sections:
-                raise ConfigError(
-                    f"config error: environment variable {name} names no setting "
-                    f"(sections: {', '.join(sorted(sections))})"
-                )
-
-
-def _shown(loc: tuple[str | int, ...], value: Any) -> str:
-    path = ".".join(str(p) for p in loc)
-    if path == "kafka.extra" and isinstance(value, dict):
-        return "{keys: " + ", ".join(sorted(map(str, value))) + "}"
-    if "password" in path or (
-        path.startswith("kafka.extra") and _SECRET_KEY.search(path)
-    ):
-        return MASK
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def format_validation_error(exc: ValidationError) -> str:
-    """One line per problem: the dotted field, the bad value and what is allowed."""
-    lines = []
-    for err in exc.errors(include_url=False):
-        loc = tuple(p for p in err["loc"] if p != "schema_") or ("<root>",)
-        path = ".".join(str(p) for p in loc)
-        if err["type"] == "extra_forbidden":
-            lines.append(f"config error: unknown setting {path}")
-        else:
-            shown = _shown(loc, err.get("input"))
-            lines.append(f"config error: {path} = {shown}: {err['msg']}")
-    return "\n".join(lines)
+        return printable(self, TOOL)
 
 
 def load_settings(
@@ -326,16 +153,24 @@ def load_settings(
     *,
     config_file: Path | None = None,
     environ: Mapping[str, str] | None = None,
+    flag_names: Mapping[tuple[str, ...], str] | None = None,
 ) -> Settings:
-    """Build the settings from every source.
+    """Build the worker's settings from every source.
 
     Args:
         overrides: nested values from command-line flags (highest precedence).
-        config_file: a TOML file with the same sections as `Settings`.
-        environ: the environment to check for stray `WORKER_` variables.
+        config_file: a TOML file (`[kafka]`, `[worker.<section>]`).
+        environ: the environment (default: `os.environ`).
+        flag_names: each overridden path's flag, for error messages.
 
     Raises:
         ConfigError: with a message naming the field, the value and the rule.
     """
-    _check_env_sections(os.environ if environ is None else environ)
-    return build_settings(Settings, overrides, config_file, format_validation_error)
+    return load(
+        Settings,
+        TOOL,
+        flags=overrides,
+        flag_names=flag_names,
+        config_file=config_file,
+        environ=os.environ if environ is None else environ,
+    )

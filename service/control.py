@@ -83,9 +83,8 @@ class ControlPlane:
         site = web.TCPSite(runner, self._host, self.port)
         try:
             await site.start()
-            server = site._server
-            if self.port == 0 and isinstance(server, asyncio.Server):
-                self.port = server.sockets[0].getsockname()[1]
+            if self.port == 0:  # the port the kernel chose (uvloop or asyncio server)
+                self.port = int(runner.addresses[0][1])
             self._started.set()
             await self._stopped.wait()
         finally:

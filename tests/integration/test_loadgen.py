@@ -32,7 +32,11 @@ TopicFactory = Callable[..., str]
 
 
 def settings(bootstrap: str, topic: str, **kw: Any) -> LoadgenSettings:
-    base = {"bootstrap_servers": bootstrap, "topic": topic, "progress": "never"}
+    base = {
+        "kafka": {"bootstrap_servers": bootstrap},
+        "topic": topic,
+        "progress": "never",
+    }
     return LoadgenSettings.model_validate(base | kw)
 
 
@@ -238,7 +242,7 @@ class TestCommandLine:
     def _env(self, bootstrap: str, topic: str, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LOADGEN_")}
         env |= {
-            "LOADGEN_BOOTSTRAP_SERVERS": bootstrap,
+            "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
             "LOADGEN_TOPIC": topic,
             "LOADGEN_CODEC": "orjson+pydantic",
             "LOADGEN_PROFILE": "small",

@@ -21,7 +21,6 @@ import math
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -39,6 +38,7 @@ import yaml
 from confluent_kafka import KafkaException, Producer
 
 from localkafka import create_topic, delete_topic
+from service.children import free_ports
 from tests.unit.test_deploy import (
     LABEL_VALUES,
     LOADGEN_METRIC_NAMES,
@@ -69,12 +69,6 @@ INTERVAL: Final = "1s"
 """Scrape and rule-evaluation interval of the test's Prometheus."""
 
 T = TypeVar("T")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _get(url: str, timeout: float = 5.0) -> bytes:
@@ -304,13 +298,13 @@ def _start(
     prometheus: str, bootstrap: str, topic: str, tmp: Path, processes: list[_Process]
 ) -> Stack:
     services = compose_services()
-    worker_port, loadgen_port, prom_port = _free_port(), _free_port(), _free_port()
+    worker_port, loadgen_port, prom_port = free_ports(3)
 
     worker_env = _base_env() | service_env(services["worker-a"])
     worker_env.update(
-        WORKER_KAFKA__BOOTSTRAP_SERVERS=bootstrap,
-        WORKER_KAFKA__TOPIC=topic,
-        WORKER_KAFKA__GROUP_ID=f"{topic}-worker",
+        KAFKA_BOOTSTRAP_SERVERS=bootstrap,
+        WORKER_CONSUMER__TOPIC=topic,
+        WORKER_CONSUMER__GROUP_ID=f"{topic}-worker",
         WORKER_CODEC__NAME=CODEC,
         WORKER_CODEC__SCHEMA=SCHEMA,
         WORKER_PROCESSING__DLQ_TOPIC=f"{topic}.dlq",
@@ -323,7 +317,7 @@ def _start(
     )
     loadgen_env = _base_env() | service_env(services["loadgen-a"])
     loadgen_env.update(
-        LOADGEN_BOOTSTRAP_SERVERS=bootstrap,
+        KAFKA_BOOTSTRAP_SERVERS=bootstrap,
         LOADGEN_TOPIC=topic,
         LOADGEN_CODEC=CODEC,
         LOADGEN_PROFILE=SCHEMA,

@@ -59,7 +59,7 @@ def _worker(bootstrap: str, topic: str) -> subprocess.Popen[bytes]:
 
 def _phase(bootstrap: str, topic: str, **kw: Any) -> Summary:
     base = {
-        "bootstrap_servers": bootstrap,
+        "kafka": {"bootstrap_servers": bootstrap},
         "topic": topic,
         "codec": CODEC,
         "profile": PROFILE,

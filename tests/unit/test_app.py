@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import os
 import time
 import urllib.error
 import urllib.request
@@ -17,7 +16,7 @@ from structlog.testing import capture_logs
 from loadgen.payloads import make_payloads
 from service.app import _STALL_S, Worker
 from service.codecs import get_codec
-from service.config import ENV_PREFIX, Settings
+from service.config import Settings
 from service.errors import ConfigError
 from service.headers import SENT_NS
 from tests.fakes import FakeConsumer, FakeMessage, FakeProducer, FakeTopicPartition
@@ -30,7 +29,7 @@ PAYLOADS = make_payloads("medium", 20, seed=7)
 def make_settings(**processing: Any) -> Settings:
     """The one place these tests spell settings; `processing` overrides its section."""
     return Settings(
-        kafka={"topic": TOPIC, "group_id": "g"},
+        consumer={"topic": TOPIC, "group_id": "g"},
         codec={"name": CODEC.name, "schema": "medium"},
         # Port 0: the control plane binds a free port. A 1 ms summary interval makes
         # the first tick log a summary line.
@@ -84,13 +83,6 @@ class Rig:
 
 def tps(*partitions: int) -> list[TopicPartition]:
     return [TopicPartition(TOPIC, p) for p in partitions]
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Stray worker variables in the environment must not change these settings."""
-    for name in [n for n in os.environ if n.startswith(ENV_PREFIX)]:
-        monkeypatch.delenv(name)
 
 
 @pytest.fixture
@@ -319,11 +311,6 @@ class TestRun:
         assert len(failed) == 1 and "fenced" in failed[0]["error"]
         assert "worker_final" not in {e["event"] for e in logs}
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="service/control.py reads the bound port only from an asyncio.Server; "
-        "uvloop's Server is not one, so port 0 is logged as 0",
-    )
     def test_logged_metrics_port_serves_ready_and_healthy(self) -> None:
         rig = Rig()
         rig.consumer.assignment = [0]

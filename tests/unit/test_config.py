@@ -1,4 +1,4 @@
-"""Settings: precedence, validation messages, secrets, refused librdkafka keys."""
+"""Worker settings: precedence, validation messages, secrets, refused librdkafka keys."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from service.cli import main
-from service.config import MASK, load_settings
+from service.config import load_settings
+from service.connection import MASK
 from service.errors import ConfigError
 
 
@@ -17,7 +18,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
     for name in list(os.environ):
-        if name.startswith("WORKER_"):
+        if name.startswith(("WORKER_", "KAFKA_")):
             monkeypatch.delenv(name)
 
 
@@ -29,7 +30,8 @@ class TestPrecedence:
     ) -> None:
         toml = tmp_path / "w.toml"
         toml.write_text(
-            '[processing]\nbatch_size = 7\nwork_us = 3\n[codec]\nschema = "large"\n'
+            "[worker.processing]\nbatch_size = 7\nwork_us = 3\n"
+            '[worker.codec]\nschema = "large"\n'
         )
         assert load_settings().processing.batch_size == 500
         assert load_settings(config_file=toml).processing.batch_size == 7
@@ -44,8 +46,8 @@ class TestPrecedence:
     def test_extra_librdkafka_settings_from_env_json(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setenv("WORKER_KAFKA__EXTRA", '{"fetch.wait.max.ms": 50}')
-        conf = load_settings().kafka.consumer_config()
+        monkeypatch.setenv("KAFKA_EXTRA", '{"fetch.wait.max.ms": 50}')
+        conf = load_settings().consumer_config()
         assert conf["fetch.wait.max.ms"] == 50
         assert conf["enable.auto.offset.store"] is False
 
@@ -56,13 +58,24 @@ class TestErrors:
     @pytest.mark.parametrize(
         ("overrides", "needle"),
         [
-            ({"codec": {"name": "jsonn"}}, "codec.name = 'jsonn': Input should be 'json+pydantic'"),
-            ({"codec": {"schema": "huge"}}, "codec.schema = 'huge'"),
-            ({"processing": {"batch_size": 0}}, "processing.batch_size = 0: Input should be greater than or equal to 1"),
-            ({"kafka": {"grup_id": "x"}}, "unknown setting kafka.grup_id"),
-            ({"kafka": {"auto_offset_reset": "smallest"}}, "'earliest', 'latest' or 'error'"),
+            (
+                {"codec": {"name": "jsonn"}},
+                "worker.codec.name = 'jsonn' (flag codec/name): "
+                "Input should be 'json+pydantic'",
+            ),
+            ({"codec": {"schema": "huge"}}, "worker.codec.schema = 'huge'"),
+            (
+                {"processing": {"batch_size": 0}},
+                "worker.processing.batch_size = 0 (flag processing/batch_size): "
+                "Input should be greater than or equal to 1",
+            ),
+            ({"consumer": {"grup_id": "x"}}, "unknown setting worker.consumer.grup_id"),
+            (
+                {"consumer": {"auto_offset_reset": "smallest"}},
+                "'earliest', 'latest' or 'error'",
+            ),
         ],
-    )  # fmt: skip
+    )
     def test_message(self, overrides: dict[str, object], needle: str) -> None:
         with pytest.raises(ConfigError, match="config error") as info:
             load_settings(overrides)
@@ -70,9 +83,14 @@ class TestErrors:
 
     @pytest.mark.parametrize(
         "key",
-        ["plugin.library.paths", "sasl.kerberos.kinit.cmd", "ssl.engine.location",
-         "enable.auto.offset.store", "enable.auto.commit"],
-    )  # fmt: skip
+        [
+            "plugin.library.paths",
+            "sasl.kerberos.kinit.cmd",
+            "ssl.engine.location",
+            "enable.auto.offset.store",
+            "enable.auto.commit",
+        ],
+    )
     def test_refused_librdkafka_keys(self, key: str) -> None:
         with pytest.raises(ConfigError, match=f"'{key}' is refused"):
             load_settings({"kafka": {"extra": {key: "x"}}})
@@ -101,7 +119,7 @@ class TestSecrets:
     SENTINEL = "S3NT1NEL-pw"
 
     def test_masked_everywhere(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setenv("WORKER_KAFKA__SASL_PASSWORD", self.SENTINEL)
+        monkeypatch.setenv("KAFKA_SASL_PASSWORD", self.SENTINEL)
         extra = {
             "sasl.oauthbearer.client.secret": self.SENTINEL,
             "ssl.key.password": self.SENTINEL,
@@ -109,9 +127,9 @@ class TestSecrets:
         settings = load_settings({"kafka": {"extra": extra}})
         assert self.SENTINEL not in json.dumps(settings.masked())
         assert self.SENTINEL not in str(settings) + repr(settings)
-        assert self.SENTINEL not in json.dumps(settings.kafka.consumer_config())
-        assert settings.kafka.consumer_config()["sasl.password"] == MASK
-        plain = settings.kafka.consumer_config(plaintext_secrets=True)
+        assert self.SENTINEL not in json.dumps(settings.consumer_config())
+        assert settings.consumer_config()["sasl.password"] == MASK
+        plain = settings.consumer_config(plaintext_secrets=True)
         assert plain["sasl.password"] == plain["ssl.key.password"] == self.SENTINEL
 
     def test_not_in_validation_errors(self) -> None:
@@ -120,7 +138,7 @@ class TestSecrets:
                 {
                     "kafka": {
                         "extra": {
-                            "sasl.password": self.SENTINEL,
+                            "ssl.key.password": self.SENTINEL,
                             "plugin.library.paths": "x",
                         }
                     }
@@ -154,14 +172,15 @@ class TestCli:
         # An unroutable bootstrap address: reaching Kafka would hang, not exit 2.
         code = main(["--bootstrap-servers", "192.0.2.1:9", "--codec", "msgpack"])
         assert code == 2
-        assert "codec.name = 'msgpack'" in capsys.readouterr().err
+        assert "worker.codec.name = 'msgpack' (flag --codec)" in capsys.readouterr().err
 
     def test_bad_extra_flag(self, capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["-X", "novalue"]) == 2
         assert "expected KEY=VALUE" in capsys.readouterr().err
 
     def test_print_config_masks(self, capsys: pytest.CaptureFixture[str]) -> None:
-        assert main(["--print-config", "-X", "sasl.password=S3NT1NEL"]) == 0
-        out = capsys.readouterr().out
-        assert "S3NT1NEL" not in out
-        assert json.loads(out)["kafka"]["extra"]["sasl.password"] == MASK
+        assert main(["--print-config", "-X", "ssl.key.password=S3NT1NEL"]) == 0
+        out, err = capsys.readouterr()
+        assert "S3NT1NEL" not in out + err
+        assert json.loads(out)["kafka"]["extra"]["ssl.key.password"] == MASK
+        assert "puts a secret on the command line" in err

@@ -11,6 +11,7 @@ import pytest
 
 from loadgen.cli import build_parser, main
 from loadgen.config import LoadgenSettings, load_settings
+from service.connection import MASK
 from service.errors import ConfigError
 
 UNREACHABLE = "127.0.0.1:1"
@@ -19,7 +20,7 @@ UNREACHABLE = "127.0.0.1:1"
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
-        if name.startswith("LOADGEN_"):
+        if name.startswith(("LOADGEN_", "KAFKA_")):
             monkeypatch.delenv(name)
 
 
@@ -30,7 +31,9 @@ class TestPrecedence:
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         toml = tmp_path / "lg.toml"
-        toml.write_text('rate = 7.0\ncodec = "protobuf"\ntopic = "from-toml"\n')
+        toml.write_text(
+            '[loadgen]\nrate = 7.0\ncodec = "protobuf"\ntopic = "from-toml"\n'
+        )
         assert load_settings().rate == 1000
         assert load_settings(config_file=toml).rate == 7
         monkeypatch.setenv("LOADGEN_RATE", "9")
@@ -46,7 +49,7 @@ class TestPrecedence:
 
     def test_env_only_run_like_compose(self, monkeypatch: pytest.MonkeyPatch) -> None:
         env = {
-            "LOADGEN_BOOTSTRAP_SERVERS": "kafka:19092",
+            "KAFKA_BOOTSTRAP_SERVERS": "kafka:19092",
             "LOADGEN_TOPIC": "ab-a",
             "LOADGEN_CODEC": "json+pydantic",
             "LOADGEN_PROFILE": "medium",
@@ -60,12 +63,12 @@ class TestPrecedence:
             "LOADGEN_LARGE_BYTES": "20000",
             "LOADGEN_PATTERN": "ramp",
             "LOADGEN_COUNT": "10",
-            "LOADGEN_EXTRA": '{"batch.num.messages": 500}',
+            "KAFKA_EXTRA": '{"batch.num.messages": 500}',
         }
         for name, value in env.items():
             monkeypatch.setenv(name, value)
         s = load_settings()
-        assert s.bootstrap_servers == "kafka:19092"
+        assert s.kafka.bootstrap_servers == "kafka:19092"
         assert (s.rate, s.duration, s.metrics_port, s.processes) == (
             40000,
             3600,
@@ -97,21 +100,21 @@ class TestErrors:
         [
             (
                 {"codec": "auto"},
-                "codec (--codec, LOADGEN_CODEC) = 'auto': 'auto' is not",
+                "loadgen.codec = 'auto' (flag codec): 'auto' is not",
             ),
             (
                 {"codec": "xml"},
-                "codec (--codec, LOADGEN_CODEC) = 'xml': Input should be",
+                "loadgen.codec = 'xml' (flag codec): Input should be",
             ),
-            ({"rate": -1}, "rate (--rate, LOADGEN_RATE) = -1"),
-            ({"profile": "huge"}, "profile (--profile, LOADGEN_PROFILE) = 'huge'"),
-            ({"pattern": "sine"}, "pattern (--pattern, LOADGEN_PATTERN)"),
-            ({"processes": 0}, "processes (--processes, LOADGEN_PROCESSES) = 0"),
+            ({"rate": -1}, "loadgen.rate = -1"),
+            ({"profile": "huge"}, "loadgen.profile = 'huge'"),
+            ({"pattern": "sine"}, "loadgen.pattern = 'sine'"),
+            ({"processes": 0}, "loadgen.processes = 0"),
             ({"acks": "1"}, "idempotence = true needs acks = 'all'"),
             ({"pattern": "ramp"}, "pattern 'ramp' needs ramp_s or duration"),
             ({"rate": 0, "pattern": "step"}, "pattern 'step' needs a rate > 0"),
             ({"speed": 2.0}, "speed and transcode apply to a replay only"),
-            ({"grup": 1}, "unknown setting 'grup'"),
+            ({"grup": 1}, "unknown setting loadgen.grup"),
         ],
     )
     def test_messages(self, overrides: dict[str, object], expected: str) -> None:
@@ -125,11 +128,11 @@ class TestErrors:
     )
     def test_dangerous_librdkafka_keys_are_refused(self, key: str) -> None:
         with pytest.raises(ConfigError, match="is refused"):
-            load_settings({"extra": {key: "x"}})
+            load_settings({"kafka": {"extra": {key: "x"}}})
 
     def test_typed_keys_are_not_overridden_through_extra(self) -> None:
-        with pytest.raises(ConfigError, match="through linger_ms"):
-            load_settings({"extra": {"linger.ms": "3"}})
+        with pytest.raises(ConfigError, match=r"set loadgen\.linger_ms"):
+            load_settings({"kafka": {"extra": {"linger.ms": "3"}}})
 
     def test_replay_speed_excludes_rate(self, tmp_path: Path) -> None:
         with pytest.raises(ConfigError, match="either speed"):
@@ -142,13 +145,13 @@ class TestErrors:
 
     def test_unknown_toml_key(self, tmp_path: Path) -> None:
         toml = tmp_path / "lg.toml"
-        toml.write_text("raet = 5\n")
-        with pytest.raises(ConfigError, match="unknown setting 'raet'"):
+        toml.write_text("[loadgen]\nraet = 5\n")
+        with pytest.raises(ConfigError, match=r"unknown setting loadgen\.raet \("):
             load_settings(config_file=toml)
 
     def test_password_is_never_shown(self) -> None:
         with pytest.raises(ConfigError) as info:
-            load_settings({"sasl_password": 12})
+            load_settings({"kafka": {"sasl_password": 12}})
         assert "12" not in str(info.value)
 
 
@@ -178,22 +181,24 @@ class TestCli:
     def test_help_states_every_default_and_variable(self) -> None:
         text = " ".join(build_parser().format_help().split())
         hidden = {"record_out", "record_max", "record_timeout_s", "record_start"}
-        hidden |= {"extra", "output"}
+        hidden |= {"kafka"}
         for field in set(LoadgenSettings.model_fields) - hidden:
             assert f"env LOADGEN_{field.upper()})" in text, field
         assert "(default: 1000.0; env LOADGEN_RATE)" in text
-        assert "LOADGEN_EXTRA" in text
+        assert "env KAFKA_BOOTSTRAP_SERVERS)" in text
+        assert "KAFKA_EXTRA" in text
         assert "(default: table; env LOADGEN_OUTPUT)" in text
 
     def test_print_config_masks_the_password(
         self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setenv("LOADGEN_SASL_PASSWORD", "hunter2")
+        monkeypatch.setenv("KAFKA_SASL_PASSWORD", "hunter2")
         assert main(["--print-config", "--rate", "5", "--json"]) == 0
         out = capsys.readouterr().out
         data = json.loads(out)
-        assert data["rate"] == 5
-        assert data["output"] == "json"
+        assert data["loadgen"]["rate"] == 5
+        assert data["loadgen"]["output"] == "json"
+        assert data["kafka"]["sasl_password"] == MASK
         assert "hunter2" not in out
 
     def test_missing_topic_exits_2(

@@ -1,0 +1,152 @@
+"""The Kafka connection every tool shares: fields, secrets, the librdkafka mapping.
+
+One `[kafka]` section (environment `KAFKA_<FIELD>`) configures the worker, the load
+generator and the A/B runner alike. `KafkaConnection.librdkafka()` is the only place
+that maps its fields to dotted librdkafka keys and unmasks secrets; everything else
+sees `MASK` where a secret is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+LibrdkafkaValue = str | int | float | bool
+"""A librdkafka setting's value as the client takes it."""
+
+MASK: Final = "**********"
+
+DEFAULT_BOOTSTRAP: Final = "127.0.0.1:9092"
+
+LOCAL_BROKER_STATE: Final = Path(".local-kafka") / "broker.pid"
+"""Where `codec-kafka start` records the local broker (JSON: pid, bootstrap)."""
+
+UNSAFE_LIBRDKAFKA_KEYS: Final[dict[str, str]] = {
+    "plugin.library.paths": "loads a shared library into the process",
+    "sasl.kerberos.kinit.cmd": "runs a shell command",
+    "ssl.engine.location": "loads an OpenSSL engine library",
+}
+"""librdkafka settings that load code or run commands: refused from every source."""
+
+_TYPED_KEYS: Final[dict[str, str]] = {
+    "bootstrap.servers": "bootstrap_servers",
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_username",
+    "sasl.password": "sasl_password",
+    "ssl.ca.location": "ssl_ca_location",
+}
+"""librdkafka keys owned by a typed field: `extra` may not set them."""
+
+_SECRET_KEY: Final = re.compile(r"password|secret|\.pem$|jaas|token|credentials")
+"""librdkafka keys whose values are masked in logs, errors and `--print-config`."""
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a librdkafka key (or a settings path) holds a secret."""
+    return bool(_SECRET_KEY.search(key.lower()))
+
+
+def recorded_local_broker(state: Path = LOCAL_BROKER_STATE) -> str | None:
+    """The address `codec-kafka start` recorded, if that broker still runs."""
+    try:
+        recorded = json.loads(state.read_text())
+        pid, bootstrap = int(recorded["pid"]), str(recorded["bootstrap"])
+        os.kill(pid, 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return bootstrap
+
+
+def default_bootstrap() -> str:
+    """The local broker `codec-kafka start` (`make kafka-start`) left running, else
+    127.0.0.1:9092; `KAFKA_BOOTSTRAP_SERVERS`, `[kafka]` and flags come first."""
+    return recorded_local_broker() or DEFAULT_BOOTSTRAP
+
+
+def refuse_keys(extra: Mapping[str, Any], denied: Mapping[str, str]) -> None:
+    """Raise ValueError naming the first key of `extra` in `denied`, with the reason."""
+    for key in extra:
+        if key in denied:
+            raise ValueError(f"librdkafka setting {key!r} is refused: {denied[key]}")
+
+
+class KafkaConnection(BaseModel):
+    """How every tool reaches the cluster (TOML `[kafka]`, environment `KAFKA_*`).
+
+    `extra` passes raw librdkafka settings through; settings that load code or run
+    commands are refused, and so are the keys of the typed fields (set those by name).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bootstrap_servers: str = Field(default_factory=default_bootstrap, min_length=1)
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = (
+        "PLAINTEXT"
+    )
+    sasl_mechanism: (
+        Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"]
+        | None
+    ) = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_ca_location: str | None = None
+    extra: dict[str, LibrdkafkaValue] = Field(default_factory=dict)
+
+    @field_validator("extra")
+    @classmethod
+    def _refuse(cls, extra: dict[str, LibrdkafkaValue]) -> dict[str, LibrdkafkaValue]:
+        refuse_keys(extra, UNSAFE_LIBRDKAFKA_KEYS)
+        for key in extra:
+            if key in _TYPED_KEYS:
+                raise ValueError(
+                    f"librdkafka setting {key!r} is refused: set kafka."
+                    f"{_TYPED_KEYS[key]} instead"
+                )
+        return extra
+
+    def masked_extra(self) -> dict[str, LibrdkafkaValue]:
+        """`extra` with the values of secret-looking keys masked."""
+        return {k: MASK if is_secret_key(k) else v for k, v in self.extra.items()}
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        # str() and repr() must not show passthrough secrets.
+        for name, value in super().__repr_args__():
+            yield name, self.masked_extra() if name == "extra" else value
+
+    def librdkafka(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:
+        """The connection as librdkafka settings, `extra` first (typed fields win).
+
+        Args:
+            plaintext_secrets: True only when handing the result to a client.
+        """
+        conf: dict[str, Any] = dict(
+            self.extra if plaintext_secrets else self.masked_extra()
+        )
+        password = self.sasl_password
+        if password is not None:
+            conf["sasl.password"] = (
+                password.get_secret_value() if plaintext_secrets else MASK
+            )
+        typed = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": self.security_protocol,
+            "sasl.mechanism": self.sasl_mechanism,
+            "sasl.username": self.sasl_username,
+            "ssl.ca.location": self.ssl_ca_location,
+        }
+        conf.update({k: v for k, v in typed.items() if v is not None})
+        return conf
+
+    def masked(self) -> dict[str, Any]:
+        """The section as JSON-ready data, every secret masked."""
+        data = self.model_dump(mode="json")
+        data["extra"] = self.masked_extra()
+        return data
