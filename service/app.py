@@ -40,6 +40,7 @@ from service.errors import ConfigError, DeliveryError, FatalError
 from service.handlers import Handler
 from service.histogram import quantile
 from service.metrics import Metrics
+from service.poison import PoisonHandler
 from service.types import KafkaConsumer, KafkaProducer
 
 log = structlog.get_logger(__name__)
@@ -59,7 +60,6 @@ class WorkerConsumer(KafkaConsumer, Protocol):
         on_revoke: Any = ...,
         on_lost: Any = ...,
     ) -> None: ...
-    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]: ...
     def get_watermark_offsets(
         self, partition: TopicPartition, timeout: float = ..., cached: bool = ...
     ) -> tuple[int, int]: ...
@@ -151,6 +151,7 @@ class Worker:
             # Everything built so far lives as long as the process: move it out of
             # the collector's sight so full collections scan only batch garbage.
             gc.freeze()
+            stack.callback(self.metrics.gc.install())
             try:
                 self.loop.run(self._stop.is_set, self._tick)
             except (FatalError, DeliveryError) as exc:
@@ -222,18 +223,22 @@ class Worker:
         output = None
         if p.output_topic is not None and confirmed is not None:
             output = (confirmed, p.output_topic)
+        poison = PoisonHandler(
+            self.metrics,
+            codec=s.codec.name,
+            group=s.consumer.group_id,
+            dead_letters=dead_letters,
+        )
         return BatchLoop(
             consumer,
             codec=self.codec,
-            handle_batch=Handler(s.codec.schema_, p.logic, p.work_us).handle_batch,
+            step=Handler(s.codec.schema_, p.logic, p.work_us).step,
             metrics=self.metrics,
-            topic=s.consumer.topic,
-            group=s.consumer.group_id,
+            poison=poison,
+            output=output,
             max_payload_bytes=s.codec.max_payload_bytes,
             batch_size=p.batch_size,
             batch_timeout_s=p.batch_timeout_ms / 1000.0,
-            dead_letters=dead_letters,
-            output=output,
             latency_sample_every=s.metrics.latency_sample_every,
         )
 

@@ -1,49 +1,47 @@
-"""The batch loop (the hot path): consume, decode, handle, confirm, store.
+"""The batch loop (the hot path): consume, then decode, handle and drop each message.
 
-Per batch: decode every message (one pass, timed as a whole), run the logic (one
-pass, timed as a whole), write poison messages to the dead-letter topic and results
-to the output topic, wait for those writes to be acknowledged, then store each
-partition's next offset (at-least-once: stored only after the message is handled).
-Metrics are updated once per batch; nothing in the per-message code logs, resolves
-label children or tests the configuration: those choices are made at construction.
+Per batch: each message is decoded, handled by the logic and dropped before the next
+one is decoded, so the cost measured is the codec's, not that of holding hundreds of
+decoded objects (a pydantic model costs 11 us to decode when dropped at once and 29 us
+when 500 are kept alive: cache misses and cyclic-GC walks). Poison messages are set
+aside (rare), results go to the output topic as they are made; after the batch, its
+dead letters and outputs are confirmed by the broker, and only then is each
+partition's position stored (at-least-once). Metrics are updated once per batch;
+every k-th message's decode and handle are timed individually, so the histograms are
+histograms of single decodes. Nothing in the per-message code logs, resolves label
+children or tests the configuration beyond a few local flags.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from time import thread_time, time_ns
+from time import perf_counter_ns, time_ns
 from typing import Any, Final
 
 import structlog
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 
-from service.codecs import AutoCodec, Codec, as_decode_error
-from service.delivery import ConfirmedProducer, dead_letter_headers
-from service.errors import DecodeError, FatalError, LogicError
-from service.handlers import Failures
+from service.codecs import AutoCodec, Codec
+from service.delivery import ConfirmedProducer
+from service.errors import FatalError
+from service.headers import CONTENT_TYPE, SENT_NS
 from service.metrics import Metrics
+from service.poison import Poison, PoisonHandler
 from service.types import KafkaConsumer, KafkaMessage
 
 log = structlog.get_logger(__name__)
 
-SENT_HEADER: Final = "x-sent-ns"
-CONTENT_TYPE_HEADER: Final = "content-type"
+Step = Callable[[Any], object]
+"""The business logic for one decoded message; raises to reject it."""
 
-Rejected = list[tuple[int, Exception, str]]
-"""(index in the batch, error, stage) for each message the batch could not use."""
+Emit = Callable[[KafkaMessage, Any], None]
+"""Writes one handled message's result downstream."""
 
-
-def _oversize(codec: str, size: int, limit: int) -> DecodeError:
-    return DecodeError(
-        f"payload of {size} bytes exceeds max_payload_bytes={limit}",
-        codec=codec,
-        reason="oversize",
-    )
-
-
-def _empty(codec: str) -> DecodeError:
-    return DecodeError("message has no value", codec=codec, reason="empty")
+DECODE_SAMPLE_EVERY: Final = 16
+"""Time the decode and handle of every 16th message: two `perf_counter_ns` calls cost
+~0.2 us, so the sampling adds ~0.013 us a message; 40k msg/s still gives 2,500
+timed decodes a second."""
 
 
 class BatchLoop:
@@ -51,13 +49,16 @@ class BatchLoop:
 
     Args:
         consumer: subscribed consumer with `enable.auto.offset.store=false`.
-        topic: the one topic the consumer reads.
         codec: the configured codec (an `AutoCodec` reads `content-type`).
-        handle_batch: the logic; returns per-message failures.
+        step: the logic for one message, None for none (`noop`).
         metrics: the worker's metrics.
-        dead_letters: where poison messages go; None fails the loop instead.
+        poison: where rejected messages go (dead letters, or a fatal stop).
         output: where results go, with its topic; None for no output.
+        max_payload_bytes: larger values are rejected before decoding.
+        batch_size: messages per `consume()` at most.
+        batch_timeout_s: the longest wait for a batch.
         latency_sample_every: time the end-to-end latency of every k-th message.
+        decode_sample_every: time the decode and handle of every k-th message.
     """
 
     def __init__(
@@ -65,33 +66,32 @@ class BatchLoop:
         consumer: KafkaConsumer,
         *,
         codec: Codec[Any],
-        handle_batch: Callable[[list[Any]], Failures | None],
+        step: Step | None,
         metrics: Metrics,
-        topic: str,
-        group: str,
+        poison: PoisonHandler,
+        output: tuple[ConfirmedProducer, str] | None,
         max_payload_bytes: int,
         batch_size: int,
         batch_timeout_s: float,
-        dead_letters: tuple[ConfirmedProducer, str] | None,
-        output: tuple[ConfirmedProducer, str] | None,
         latency_sample_every: int = 1,
+        decode_sample_every: int = DECODE_SAMPLE_EVERY,
     ) -> None:
         self._consumer = consumer
         self._codec = codec
-        self._handle_batch = handle_batch
+        self._step = step
         self._m = metrics
-        self._topic = topic
-        self._group = group
+        self._poison = poison
+        self._output = output
+        self._emit = None if output is None else _emitter(codec, *output)
         self._limit = max_payload_bytes
         self._batch_size = batch_size
         self._timeout = batch_timeout_s
-        self._dead_letters = dead_letters
-        self._output = output
-        self._decode_batch = (
-            self._decode_auto if isinstance(codec, AutoCodec) else self._decode_plain
-        )
+        self._codec_for = codec.codec_for if isinstance(codec, AutoCodec) else None
         self._every = latency_sample_every
         self._phase = 0
+        self._decode_every = decode_sample_every
+        self._countdown = decode_sample_every
+        self._stored: dict[int, int] = {}
         self.processed = 0
         self.heartbeat = time.monotonic()
 
@@ -107,177 +107,108 @@ class BatchLoop:
             tick()
 
     def process(self, msgs: Sequence[KafkaMessage]) -> None:
-        """Handle one batch completely, then store its offsets.
-
-        Decode and handle times are this thread's CPU time, not wall time: on a
-        shared machine a preempted thread would otherwise charge the codec for time
-        it spent waiting for a core.
-        """
-        t0 = thread_time()
-        objs, nbytes, rejected = self._decode_batch(msgs)
-        t1 = thread_time()
-        failures = self._handle_batch(objs) if objs else None
-        t2 = thread_time()
-        kept = msgs if rejected is None else _kept(msgs, rejected)
-        if self._output is not None:
-            self._write_output(kept, objs, failures)
-        errors = 0
-        if rejected is not None or failures is not None:
-            errors = self._reject(msgs, kept, rejected, failures)
+        """Handle one batch completely, then store its offsets."""
+        decode_ns: list[int] = []
+        handle_ns: list[int] = []
+        ok, nbytes, poison, errors = self._handle_each(msgs, decode_ns, handle_ns)
+        if poison:
+            self._poison.reject(poison)
         self._confirm()
-        self._store(msgs if rejected is None else _stored(msgs, rejected))
-        self._observe(msgs, len(objs), nbytes, t1 - t0, t2 - t1, failures, errors)
+        self._store()
+        self._observe(msgs, ok, nbytes, poison, errors, decode_ns, handle_ns)
 
-    # -- decoding ---------------------------------------------------------------------
+    def _handle_each(
+        self, msgs: Sequence[KafkaMessage], decode_ns: list[int], handle_ns: list[int]
+    ) -> tuple[int, int, list[Poison] | None, int]:
+        """Decode, handle and drop each message; return (ok, bytes, poison, errors).
 
-    def _decode_plain(
-        self, msgs: Sequence[KafkaMessage]
-    ) -> tuple[list[Any], int, Rejected | None]:
-        decode, limit = self._codec.decode_unchecked, self._limit
-        objs: list[Any] = []
-        append = objs.append
-        nbytes = 0
-        rejected: Rejected | None = None
+        Performance note: this is the per-message path. Everything it calls is bound
+        to a local first; the branches on `codec_for`, `step`, `emit` and `timed` are
+        local-variable tests (~10 ns each), cheaper than a loop per combination.
+        """
+        decode, step, emit = self._codec.decode_unchecked, self._step, self._emit
+        codec_for, limit, every = self._codec_for, self._limit, self._decode_every
+        clock, countdown = perf_counter_ns, self._countdown
+        poison: list[Poison] | None = None
+        ok = nbytes = errors = 0
+        t0 = t1 = 0
         for m in msgs:
             value = m.value()
-            try:
-                if value is None or m.error() is not None:
-                    raise _Unusable
-                size = len(value)
-                if size > limit:
-                    raise _Unusable
-                append(decode(value))
-                nbytes += size
-            except MemoryError:
-                raise
-            except Exception as exc:
-                rejected = rejected or []
-                index = len(objs) + len(rejected)
-                rejected.append((index, self._why(m, value, exc), "decode"))
-        return objs, nbytes, rejected
-
-    def _decode_auto(
-        self, msgs: Sequence[KafkaMessage]
-    ) -> tuple[list[Any], int, Rejected | None]:
-        codec_for, limit = self._auto_codec().codec_for, self._limit
-        objs: list[Any] = []
-        append = objs.append
-        nbytes = 0
-        rejected: Rejected | None = None
-        for m in msgs:
-            value = m.value()
-            try:
-                if value is None or m.error() is not None:
-                    raise _Unusable
-                size = len(value)
-                if size > limit:
-                    raise _Unusable
-                content_type = None
-                for key, header in m.headers() or ():
-                    if key == CONTENT_TYPE_HEADER:
-                        content_type = header
-                        break
-                append(codec_for(content_type).decode_unchecked(value))
-                nbytes += size
-            except MemoryError:
-                raise
-            except Exception as exc:
-                rejected = rejected or []
-                index = len(objs) + len(rejected)
-                rejected.append((index, self._why(m, value, exc), "decode"))
-        return objs, nbytes, rejected
-
-    def _auto_codec(self) -> AutoCodec:
-        assert isinstance(self._codec, AutoCodec)  # noqa: S101 (chosen at construction)
-        return self._codec
-
-    def _why(self, m: KafkaMessage, value: bytes | None, exc: Exception) -> Exception:
-        """The error a rejected message is recorded with (slow path only)."""
-        name = self._codec.name
-        if m.error() is not None:
-            return _ConsumerError(m.error())
-        if value is None:
-            return _empty(name)
-        if not isinstance(exc, _Unusable):
-            return as_decode_error(name, exc)
-        return _oversize(name, len(value), self._limit)
-
-    # -- poison, output and confirmation ----------------------------------------------
-
-    def _reject(
-        self,
-        msgs: Sequence[KafkaMessage],
-        kept: Sequence[KafkaMessage],
-        rejected: Rejected | None,
-        failures: Failures | None,
-    ) -> int:
-        """Dead-letter the batch's poison messages; return its consumer errors."""
-        poison: list[tuple[KafkaMessage, Exception, str]] = []
-        consumer_errors = 0
-        for i, exc, stage in rejected or ():
-            if isinstance(exc, _ConsumerError):
-                consumer_errors += 1
-                self._consumer_error(exc.error)
-            else:
-                poison.append((msgs[i], exc, stage))
-        poison += [
-            (kept[i], _as_logic_error(exc), "process") for i, exc in failures or ()
-        ]
-        if not poison:
-            return consumer_errors
-        if self._dead_letters is None:
-            first = poison[0][0]
-            raise FatalError(
-                f"poison message at {first.topic()}[{first.partition()}]"
-                f"@{first.offset()} with on_decode_error=fail"
-            )
-        producer, topic = self._dead_letters
-        codec = self._codec.name
-        for m, exc, stage in poison:
-            producer.produce(
-                topic,
-                key=m.key(),
-                value=m.value(),
-                headers=dead_letter_headers(
-                    m, exc, codec=codec, group=self._group, stage=stage
-                ),
-                timestamp=m.timestamp()[1],
-            )
-            reason = getattr(exc, "reason", "logic")
-            self._m.dead_letters(reason).inc()
-            log.warning(
-                "dead_lettered",
-                topic=m.topic(),
-                partition=m.partition(),
-                offset=m.offset(),
-                reason=reason,
-                stage=stage,
-                error=str(exc)[:200],
-            )
-        return consumer_errors
-
-    def _write_output(
-        self,
-        kept: Sequence[KafkaMessage],
-        objs: list[Any],
-        failures: Failures | None,
-    ) -> None:
-        assert self._output is not None  # noqa: S101 (checked by the caller)
-        producer, topic = self._output
-        encode = self._codec.encode
-        content_type = (CONTENT_TYPE_HEADER, self._codec.content_type.encode())
-        failed = {i for i, _ in failures} if failures else ()
-        for i, (m, obj) in enumerate(zip(kept, objs, strict=True)):
-            if i in failed:
+            if value is None or m.error() is not None or len(value) > limit:
+                if m.error() is not None:
+                    errors += 1
+                    self._consumer_error(m.error())
+                else:
+                    poison = _add(poison, Poison.unusable(m, self._codec.name, limit))
                 continue
-            headers = [h for h in m.headers() or () if h[0] != CONTENT_TYPE_HEADER]
-            headers.append(content_type)
-            producer.produce(topic, key=m.key(), value=encode(obj), headers=headers)
+            countdown -= 1
+            timed = not countdown
+            if timed:
+                countdown = every
+                t0 = clock()
+            try:
+                if codec_for is None:
+                    obj = decode(value)
+                else:
+                    obj = codec_for(_content_type(m)).decode_unchecked(value)
+            except MemoryError:
+                raise
+            except Exception as exc:
+                poison = _add(poison, Poison.undecodable(m, self._codec.name, exc))
+                continue
+            if timed:
+                t1 = clock()
+                decode_ns.append(t1 - t0)
+            if step is not None:
+                try:
+                    step(obj)
+                except MemoryError:
+                    raise
+                except Exception as exc:
+                    poison = _add(poison, Poison.rejected(m, exc))
+                    continue
+                if timed:
+                    handle_ns.append(clock() - t1)
+            if emit is not None:
+                emit(m, obj)
+            nbytes += len(value)
+            ok += 1
+        self._countdown = countdown
+        return ok, nbytes, poison, errors
+
+    # -- confirmation, offsets, errors ---------------------------------------------------
 
     def _confirm(self) -> None:
-        for writer in (self._dead_letters, self._output):
-            if writer is not None and writer[0].pending:
-                writer[0].confirm()
+        self._poison.confirm()
+        if self._output is not None and self._output[0].pending:
+            self._output[0].confirm()
+
+    def _store(self) -> None:
+        """Store each assigned partition's position: the offset after the last
+        message `consume()` returned, all of which are handled by now.
+
+        Two calls for the batch instead of a Python scan of every message's partition
+        and offset (~0.12 us a message); partitions whose position did not move since
+        the last store are left out."""
+        consumer, stored = self._consumer, self._stored
+        positions = [
+            tp
+            for tp in consumer.position(consumer.assignment())
+            if tp.offset >= 0 and stored.get(tp.partition) != tp.offset
+        ]
+        if not positions:
+            return
+        try:
+            consumer.store_offsets(offsets=positions)
+        except KafkaException as exc:
+            # Raised only if no partition could be stored: they were all revoked
+            # while the batch ran. Their new owner processes them again.
+            if exc.args[0].code() != KafkaError._STATE:
+                raise
+            log.warning("offsets_not_stored", partitions=len(positions))
+            return
+        for tp in positions:
+            stored[tp.partition] = tp.offset
 
     def _consumer_error(self, err: Any) -> None:
         self._m.consumer_errors.labels(err.name()).inc()
@@ -285,110 +216,82 @@ class BatchLoop:
             raise FatalError(f"fatal consumer error: {err.name()}: {err.str()}")
         log.error("consumer_error", code=err.name(), error=err.str())
 
-    # -- offsets and metrics ----------------------------------------------------------
-
-    def _store(self, msgs: Sequence[KafkaMessage]) -> None:
-        # One topic per worker, and offsets rise within a partition in a batch: the
-        # last offset seen per partition is the highest.
-        last: dict[int | None, int | None] = {}
-        for m in msgs:
-            last[m.partition()] = m.offset()
-        topic = self._topic
-        offsets = [
-            TopicPartition(topic, p, o + 1)
-            for p, o in last.items()
-            if o is not None and p is not None
-        ]
-        if not offsets:
-            return
-        try:
-            self._consumer.store_offsets(offsets=offsets)
-        except KafkaException as exc:
-            # Raised only if no partition could be stored: they were all revoked
-            # while the batch ran. Their new owner processes them again.
-            if exc.args[0].code() != KafkaError._STATE:
-                raise
-            log.warning("offsets_not_stored", partitions=len(offsets))
+    # -- metrics, once per batch ---------------------------------------------------------
 
     def _observe(
         self,
         msgs: Sequence[KafkaMessage],
-        n_ok: int,
+        ok: int,
         nbytes: int,
-        decode_s: float,
-        handle_s: float,
-        failures: Failures | None,
-        consumer_errors: int,
+        poison: list[Poison] | None,
+        errors: int,
+        decode_ns: list[int],
+        handle_ns: list[int],
     ) -> None:
         m = self._m
-        n = len(msgs) - consumer_errors
-        n_logic = len(failures) if failures else 0
-        n_decode = n - n_ok
-        if n_ok:
-            m.decode_seconds.observe_n(decode_s / n, n)
-            m.handle_seconds.observe_n(handle_s / n_ok, n_ok)
-            m.ok.inc(n_ok - n_logic)
-        if n_decode:
-            m.decode_errors.inc(n_decode)
+        n = len(msgs) - errors
+        n_logic = sum(1 for p in poison if p.stage == "process") if poison else 0
+        if ok:
+            m.ok.inc(ok)
+        if n - ok - n_logic:
+            m.decode_errors.inc(n - ok - n_logic)
         if n_logic:
             m.logic_errors.inc(n_logic)
+        if decode_ns:
+            m.decode_seconds.observe_many([t * 1e-9 for t in decode_ns])
+        if handle_ns:
+            m.handle_seconds.observe_many([t * 1e-9 for t in handle_ns])
         m.bytes.inc(nbytes)
         m.batch_messages.observe(n)
-        every = self._every
-        if every == 1:
-            m.e2e_latency.observe_many(_latencies(msgs, time_ns()))
-        else:
-            # Every k-th message of the stream (the phase carries across batches),
-            # so each message is equally likely to be timed: no bias to any batch.
-            phase = self._phase
-            m.e2e_latency.observe_many(_latencies(msgs[phase::every], time_ns()))
-            self._phase = (phase - len(msgs)) % every
+        # Every k-th message of the stream (the phase carries across batches), so each
+        # message is equally likely to be timed; consumer errors are not messages.
+        every, phase = self._every, self._phase
+        sampled = msgs[phase::every] if every > 1 else msgs
+        self._phase = (phase - len(msgs)) % every
+        m.e2e_latency.observe_many(_latencies(sampled, time_ns()))
         self.processed += n
 
 
+def _add(poison: list[Poison] | None, item: Poison) -> list[Poison]:
+    if poison is None:
+        return [item]
+    poison.append(item)
+    return poison
+
+
+def _content_type(m: KafkaMessage) -> bytes | None:
+    for key, value in m.headers() or ():
+        if key == CONTENT_TYPE:
+            return value  # type: ignore[no-any-return]
+    return None
+
+
 def _latencies(msgs: Sequence[KafkaMessage], now_ns: int) -> list[float]:
-    """Seconds from each message's intended send time to `now_ns`."""
+    """Seconds from each message's intended send time to `now_ns` (real messages only)."""
     out = []
     for m in msgs:
+        if m.error() is not None:
+            continue
         sent = 0
         for key, value in m.headers() or ():
-            if key == SENT_HEADER and value is not None:
+            if key == SENT_NS and value is not None:
                 sent = int(value)
                 break
         if not sent:
             sent = m.timestamp()[1] * 1_000_000
-        out.append((now_ns - sent) * 1e-9)
+        if sent > 0:
+            out.append((now_ns - sent) * 1e-9)
     return out
 
 
-def _as_logic_error(exc: Exception) -> Exception:
-    """A logic failure as `LogicError`; a foreign exception's text is not kept."""
-    if isinstance(exc, LogicError):
-        return exc
-    error = LogicError(type(exc).__name__)
-    error.__cause__ = exc
-    return error
+def _emitter(codec: Codec[Any], producer: ConfirmedProducer, topic: str) -> Emit:
+    """Write each result re-encoded with the codec; the original headers are kept."""
+    encode = codec.encode
+    content_type = (CONTENT_TYPE, codec.content_type.encode())
 
+    def emit(m: KafkaMessage, obj: Any) -> None:
+        headers = [h for h in m.headers() or () if h[0] != CONTENT_TYPE]
+        headers.append(content_type)
+        producer.produce(topic, key=m.key(), value=encode(obj), headers=headers)
 
-def _kept(msgs: Sequence[KafkaMessage], rejected: Rejected) -> list[KafkaMessage]:
-    """The messages that decoded, aligned with the decoded objects."""
-    gone = {i for i, _, _ in rejected}
-    return [m for i, m in enumerate(msgs) if i not in gone]
-
-
-def _stored(msgs: Sequence[KafkaMessage], rejected: Rejected) -> list[KafkaMessage]:
-    """Every message but consumer errors (which carry no offset of a record)."""
-    errors = {i for i, exc, _ in rejected if isinstance(exc, _ConsumerError)}
-    return [m for i, m in enumerate(msgs) if i not in errors] if errors else list(msgs)
-
-
-class _Unusable(Exception):
-    """Raised in the decode loop for a message that cannot be decoded at all."""
-
-
-class _ConsumerError(Exception):
-    """A consumer-level error delivered in place of a message."""
-
-    def __init__(self, error: Any) -> None:
-        super().__init__(error.str())
-        self.error = error
+    return emit

@@ -63,16 +63,17 @@ class FakeConsumer:
 
     It is its own factory: pass the instance as a worker's `consumer_factory` and it
     keeps the librdkafka settings it is built with. As librdkafka does inside its
-    poll, the first `consume()` after `subscribe()` hands `assignment` to the
-    `on_assign` callback. `position()` is the next offset after those consumed (as
-    librdkafka's), `get_watermark_offsets()` reads `watermarks`, and a `consume()`
+    poll, the first `consume()` after `subscribe()` hands `to_assign` to the
+    `on_assign` callback. `assignment()` is every partition assigned or consumed
+    from, `position()` the next offset after those consumed (as librdkafka's), `get_watermark_offsets()` reads `watermarks`, and a `consume()`
     that finds the script exhausted calls `on_drained` (e.g. a worker's `stop`).
     """
 
     batches: list[list[FakeMessage]] = field(default_factory=list)
     stored: list[list[tuple[str, int, int]]] = field(default_factory=list)
     events: list[str] | None = None
-    assignment: list[int] = field(default_factory=list)
+    to_assign: list[int] = field(default_factory=list)
+    topic: str = "in"
     positions: dict[int, int] = field(default_factory=dict)
     watermarks: dict[int, tuple[int, int]] = field(default_factory=dict)
     on_drained: Callable[[], None] | None = None
@@ -102,10 +103,11 @@ class FakeConsumer:
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]:
         on_assign = self.rebalance.get("assign")
-        if self.assignment and on_assign is not None:
-            topic = self.subscribed[0]
-            on_assign(self, [TopicPartition(topic, p) for p in self.assignment])
-            self.assignment = []
+        if self.to_assign and on_assign is not None:
+            self.topic = self.subscribed[0]
+            on_assign(self, [TopicPartition(self.topic, p) for p in self.to_assign])
+            self.positions.update(dict.fromkeys(self.to_assign, OFFSET_INVALID))
+            self.to_assign = []
         if not self.batches:
             if self.on_drained is not None:
                 self.on_drained()
@@ -113,8 +115,12 @@ class FakeConsumer:
         batch = self.batches.pop(0)
         for m in batch:
             if m.error() is None:
+                self.topic = m._topic
                 self.positions[m._partition] = m._offset + 1
         return batch
+
+    def assignment(self) -> list[TopicPartition]:
+        return [TopicPartition(self.topic, p) for p in sorted(self.positions)]
 
     def store_offsets(
         self, message: Any = None, offsets: list[Any] | None = None

@@ -241,7 +241,7 @@ class TestRun:
 
     def test_graceful_stop_after_the_script(self) -> None:
         rig = Rig()
-        rig.consumer.assignment = [0, 1]
+        rig.consumer.to_assign = [0, 1]
         # Lag after batch 1: 10 - 10 = 0 and 9 - 5 = 4; batch 2 (partition 0 only)
         # leaves both where they are, however many ticks a slow machine runs.
         rig.consumer.watermarks = {0: (0, 10), 1: (0, 9)}
@@ -281,7 +281,7 @@ class TestRun:
 
     def test_poison_with_fail_policy_exits_1_without_storing(self) -> None:
         rig = Rig(on_decode_error="fail")
-        rig.consumer.assignment = [0]
+        rig.consumer.to_assign = [0]
         rig.consumer.batches = [[msg(0)], [msg(1), msg(2, value=b"\xc1")], [msg(3)]]
         with capture_logs() as logs:
             assert rig.worker.run() == 1
@@ -313,7 +313,7 @@ class TestRun:
 
     def test_logged_metrics_port_serves_ready_and_healthy(self) -> None:
         rig = Rig()
-        rig.consumer.assignment = [0]
+        rig.consumer.to_assign = [0]
         rig.consumer.batches = [[msg(0)]]
         statuses: dict[str, int | str] = {}
 

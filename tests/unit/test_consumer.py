@@ -17,6 +17,7 @@ from service.errors import DeliveryError, FatalError
 from service.handlers import Handler
 from service.headers import SENT_NS, SEQ
 from service.metrics import Metrics
+from service.poison import PoisonHandler
 from tests.fakes import FakeConsumer, FakeMessage, FakeProducer
 
 PAYLOADS = make_payloads("medium", 50, seed=11)
@@ -42,20 +43,30 @@ class Rig:
         confirmed = ConfirmedProducer(self.producer, timeout_s=1.0)
         self.registry = CollectorRegistry()
         self.metrics = Metrics(self.registry, codec=codec_name, schema="medium")
+        poison = PoisonHandler(
+            self.metrics,
+            codec=codec_name,
+            group="g",
+            dead_letters=(confirmed, "in.dlq") if dead_letters else None,
+        )
         self.loop = BatchLoop(
             self.consumer,
             codec=self.codec,
-            handle_batch=Handler("medium", "aggregate").handle_batch,
+            step=Handler("medium", "aggregate").step,
             metrics=self.metrics,
-            topic="in",
-            group="g",
+            poison=poison,
+            output=(confirmed, "out") if output else None,
             max_payload_bytes=limit,
             batch_size=100,
             batch_timeout_s=0.01,
-            dead_letters=(confirmed, "in.dlq") if dead_letters else None,
-            output=(confirmed, "out") if output else None,
             latency_sample_every=every,
+            decode_sample_every=1,
         )
+
+    def process(self, batch: list[FakeMessage]) -> None:
+        """Hand `batch` to the loop through the fake consumer, as `run()` would."""
+        self.consumer.batches.append(batch)
+        self.loop.process(self.consumer.consume(len(batch)))
 
     def msg(
         self,
@@ -97,7 +108,7 @@ class TestHappyPath:
     def test_offsets_stored_per_partition(self) -> None:
         rig = Rig()
         batch = [rig.msg(i, partition=i % 3) for i in range(30)]
-        rig.loop.process(batch)
+        rig.process(batch)
         assert sorted(rig.consumer.stored[0]) == [
             ("in", 0, 28),
             ("in", 1, 29),
@@ -119,7 +130,7 @@ class TestHappyPath:
         rig = Rig()
         message = rig.msg(0, headers=[])
         message._timestamp = time.time_ns() // 1_000_000 - 2_000  # ms, 2 s ago
-        rig.loop.process([message])
+        rig.process([message])
         low, high = rig.latency_bucket()
         # At least the 2 s since the timestamp, plus well under 1 s of processing.
         assert low < 3.0 and high >= 2.0
@@ -128,15 +139,15 @@ class TestHappyPath:
     def test_sent_header_wins_over_kafka_timestamp(self) -> None:
         rig = Rig()
         sent_ns = time.time_ns() - 500_000_000  # 0.5 s ago; the timestamp is 2023
-        rig.loop.process([rig.msg(0, headers=[(SENT_NS, str(sent_ns).encode())])])
+        rig.process([rig.msg(0, headers=[(SENT_NS, str(sent_ns).encode())])])
         low, high = rig.latency_bucket()
         assert low < 1.5 and high >= 0.5
         assert 0.5 <= rig.latency_sum() < 1.5
 
     def test_latency_sampled_every_kth_message_across_batches(self) -> None:
         rig = Rig(every=4)
-        rig.loop.process([rig.msg(i) for i in range(10)])
-        rig.loop.process([rig.msg(i) for i in range(10, 17)])
+        rig.process([rig.msg(i) for i in range(10)])
+        rig.process([rig.msg(i) for i in range(10, 17)])
         # Stream positions 0, 4, 8, 12, 16.
         assert (
             rig.sample("worker_e2e_latency_seconds_count", codec="msgspec-msgpack") == 5
@@ -157,7 +168,7 @@ class TestPoison:
     def test_dead_letter_before_store(self) -> None:
         rig = Rig()
         batch = [rig.msg(0), rig.msg(1, value=b"\xc1 not msgpack"), rig.msg(2)]
-        rig.loop.process(batch)
+        rig.process(batch)
         assert rig.events == ["ack:in.dlq", "store"]
         assert rig.consumer.stored == [[("in", 0, 3)]]
         [record] = rig.producer.acked
@@ -193,7 +204,7 @@ class TestPoison:
         rig = Rig(limit=1500)
         message = rig.msg(0)
         message._value = value
-        rig.loop.process([message])
+        rig.process([message])
         [record] = rig.producer.acked
         assert dict(record["headers"])["x-dlq-reason"] == reason.encode()
         assert record["value"] == value
@@ -203,7 +214,7 @@ class TestPoison:
         rig = Rig()
         broken = dict(PAYLOADS[0], items=[])
         value = rig.codec.encode(rig.codec.from_builtins(broken))
-        rig.loop.process([rig.msg(0), rig.msg(1, value=value)])
+        rig.process([rig.msg(0), rig.msg(1, value=value)])
         [record] = rig.producer.acked
         headers = dict(record["headers"])
         assert headers["x-dlq-reason"] == b"logic"
@@ -220,19 +231,19 @@ class TestPoison:
     def test_failed_dead_letter_stores_nothing(self) -> None:
         rig = Rig(fail_with=lambda record: KafkaError(KafkaError._MSG_TIMED_OUT))
         with pytest.raises(DeliveryError, match=r"in\.dlq"):
-            rig.loop.process([rig.msg(0), rig.msg(1, value=b"\xc1")])
+            rig.process([rig.msg(0), rig.msg(1, value=b"\xc1")])
         assert rig.consumer.stored == []
 
     def test_fail_policy_stops_without_storing(self) -> None:
         rig = Rig(dead_letters=False)
         with pytest.raises(FatalError, match=r"in\[0\]@1"):
-            rig.loop.process([rig.msg(0), rig.msg(1, value=b"\xc1")])
+            rig.process([rig.msg(0), rig.msg(1, value=b"\xc1")])
         assert rig.consumer.stored == []
 
     def test_too_large_for_the_dlq_is_written_without_value(self) -> None:
         too_large = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
         rig = Rig(fail_with=lambda r: too_large if r["value"] else None)
-        rig.loop.process([rig.msg(0, value=b"\xc1" * 100)])
+        rig.process([rig.msg(0, value=b"\xc1" * 100)])
         [record] = rig.producer.acked
         assert record["value"] is None
         assert dict(record["headers"])["x-dlq-value-dropped-bytes"] == b"100"
@@ -243,7 +254,7 @@ class TestPoison:
         error = FakeMessage(
             b"Broker: transport", -1, -1001, _error=KafkaError(KafkaError._TRANSPORT)
         )
-        rig.loop.process([rig.msg(0), error])
+        rig.process([rig.msg(0), error])
         assert rig.producer.produced == []
         assert rig.consumer.stored == [[("in", 0, 1)]]
         assert rig.sample("worker_consumer_errors_total", code="_TRANSPORT") == 1
@@ -255,7 +266,7 @@ class TestOutput:
 
     def test_output_records(self) -> None:
         rig = Rig(output=True)
-        rig.loop.process([rig.msg(i) for i in range(5)])
+        rig.process([rig.msg(i) for i in range(5)])
         assert rig.events[-1] == "store" and rig.events.count("ack:out") == 5
         record = rig.producer.acked[2]
         headers = dict(record["headers"])
@@ -286,7 +297,7 @@ class TestAuto:
             )
         )
         batch.append(rig.msg(5, headers=[("content-type", b"text/csv")]))
-        rig.loop.process(batch)
+        rig.process(batch)
         assert rig.sample("worker_messages_total", codec="auto", outcome="ok") == 5
         [record] = rig.producer.acked
         assert dict(record["headers"])["x-dlq-reason"] == b"content_type"

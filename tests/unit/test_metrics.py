@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from loadgen.payloads import make_payloads
 from service.codecs import REAL_CODECS, CodecName, get_codec
+from service.errors import LogicError
 from service.handlers import Handler
 from service.histogram import LATENCY_BUCKETS, BatchHistogram, log_buckets
 from service.metrics import Metrics
@@ -73,33 +74,34 @@ class TestHandler:
             get_codec("msgspec-json", "medium"),
         )
         payloads = make_payloads("medium", 30, seed=5)
-        assert handler.handle_batch([codec.from_builtins(p) for p in payloads]) is None
-        reference.handle_batch([ref_codec.from_builtins(p) for p in payloads])
+        assert handler.step is not None and reference.step is not None
+        for p in payloads:
+            handler.step(codec.from_builtins(p))
+            reference.step(ref_codec.from_builtins(p))
         assert handler.totals == pytest.approx(reference.totals)
         assert handler.totals
 
-    def test_failures_carry_the_batch_index(self) -> None:
+    def test_a_broken_invariant_raises_logic_error(self) -> None:
         codec = get_codec("msgspec-msgpack", "small")
         good, bad = make_payloads("small", 2)
-        bad = dict(bad, tags=[], metrics=[])
-        failures = Handler("small", "aggregate").handle_batch(
-            [
-                codec.from_builtins(good),
-                codec.from_builtins(bad),
-                codec.from_builtins(good),
-            ]
-        )
-        assert failures is not None and [i for i, _ in failures] == [1]
+        step = Handler("small", "aggregate").step
+        assert step is not None
+        step(codec.from_builtins(good))
+        with pytest.raises(LogicError, match="without tags or metrics"):
+            step(codec.from_builtins(dict(bad, tags=[], metrics=[])))
 
-    def test_noop_and_work(self) -> None:
-        assert Handler("large", "noop").handle_batch([object()]) is None
-        assert Handler("large", "noop", work_us=5).handle_batch([object()]) is None
+    def test_noop_has_no_step_and_work_alone_has_one(self) -> None:
+        assert Handler("large", "noop").step is None
+        work = Handler("large", "noop", work_us=5).step
+        assert work is not None and work(object()) is None
 
 
 def handler_cpu_seconds(handler: Handler, batch: list[object]) -> float:
-    """This thread's CPU time for one `handle_batch` call."""
+    """This thread's CPU time for running `handler` over `batch`."""
     start = thread_time()
-    handler.handle_batch(batch)
+    for obj in batch:
+        if handler.step is not None:
+            handler.step(obj)
     return thread_time() - start
 
 
