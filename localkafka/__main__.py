@@ -1,5 +1,5 @@
 """`python -m localkafka`: the local broker's command line (also `codec-kafka`)."""
 
-from localkafka.broker import main
+from localkafka.cli import main
 
 raise SystemExit(main())

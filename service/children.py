@@ -1,13 +1,16 @@
-"""Process helpers every tool shares: children that die with their parent, free ports."""
+"""Process helpers every tool shares: children that die with their parent, liveness,
+free ports."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import signal
 import socket
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Final
 
 _PR_SET_PDEATHSIG: Final = 1
@@ -41,3 +44,20 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
 def free_port(host: str = "127.0.0.1") -> int:
     """One TCP port free on `host` now (see `free_ports`)."""
     return free_ports(1, host)[0]
+
+
+def pid_alive(pid: int) -> bool:
+    """Returns whether ``pid`` is a live process (zombies count as dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+    except OSError:  # no procfs: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True

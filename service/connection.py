@@ -8,8 +8,6 @@ sees `MASK` where a secret is.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -17,15 +15,14 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from service.broker_state import DEFAULT_DATA_DIR, read_state
+
 LibrdkafkaValue = str | int | float | bool
 """A librdkafka setting's value as the client takes it."""
 
 MASK: Final = "**********"
 
 DEFAULT_BOOTSTRAP: Final = "127.0.0.1:9092"
-
-LOCAL_BROKER_STATE: Final = Path(".local-kafka") / "broker.pid"
-"""Where `codec-kafka start` records the local broker (JSON: pid, bootstrap)."""
 
 UNSAFE_LIBRDKAFKA_KEYS: Final[dict[str, str]] = {
     "plugin.library.paths": "loads a shared library into the process",
@@ -54,15 +51,10 @@ def is_secret_key(key: str) -> bool:
     return bool(_SECRET_KEY.search(key.lower()))
 
 
-def recorded_local_broker(state: Path = LOCAL_BROKER_STATE) -> str | None:
+def recorded_local_broker(data_dir: Path = Path(DEFAULT_DATA_DIR)) -> str | None:
     """The address `codec-kafka start` recorded, if that broker still runs."""
-    try:
-        recorded = json.loads(state.read_text())
-        pid, bootstrap = int(recorded["pid"]), str(recorded["bootstrap"])
-        os.kill(pid, 0)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return bootstrap
+    state = read_state(data_dir)
+    return None if state is None else state["bootstrap"]
 
 
 def default_bootstrap() -> str:

@@ -13,7 +13,6 @@ import contextlib
 import importlib
 import os
 import shutil
-import socket
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -32,6 +31,7 @@ from localkafka import (
     new_cluster_id,
     wait_until_ready,
 )
+from service.children import free_port
 
 _HERE = Path(__file__).resolve().parent
 
@@ -78,9 +78,7 @@ def _container_kafka() -> Iterator[str] | None:
         return None
 
     def run() -> Iterator[str]:
-        with socket.socket() as sock:  # fixed host port == container port, so the
-            sock.bind(("127.0.0.1", 0))  # advertised listener is right before start
-            port = int(sock.getsockname()[1])
+        port = free_port()  # host port == container port: advertised before start
         container: Any = DockerContainer(f"apache/kafka:{kafka_version()}")
         try:
             host = str(container.get_container_host_ip())

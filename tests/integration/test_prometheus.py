@@ -39,7 +39,7 @@ from confluent_kafka import KafkaException, Producer
 
 from localkafka import create_topic, delete_topic
 from service.children import free_ports
-from tests.unit.test_deploy import (
+from tests.deploy.support import (
     LABEL_VALUES,
     LOADGEN_METRIC_NAMES,
     PROMETHEUS_CONFIG,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -170,17 +173,35 @@ class TestLocalBroker:
     """Without any address given, tools use the broker `codec-kafka start` recorded."""
 
     def test_a_live_recorded_broker_is_the_default(self, tmp_path: Path) -> None:
-        state = tmp_path / ".local-kafka" / "broker.pid"
-        state.parent.mkdir()
-        state.write_text(
-            json.dumps({"pid": os.getpid(), "bootstrap": "127.0.0.1:4321"})
+        # A stand-in process whose command line names the broker's main class.
+        broker = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(60)", "kafka.Kafka"]
         )
-        assert recorded_local_broker() == "127.0.0.1:4321"
-        assert load_worker().kafka.bootstrap_servers == "127.0.0.1:4321"
-        assert load_loadgen().kafka.bootstrap_servers == "127.0.0.1:4321"
+        try:
+            cmdline = Path(f"/proc/{broker.pid}/cmdline")
+            deadline = time.monotonic() + 10
+            while b"kafka.Kafka" not in cmdline.read_bytes():  # until it has exec'd
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            record(tmp_path, broker.pid)
+            assert recorded_local_broker() == "127.0.0.1:4321"
+            assert load_worker().kafka.bootstrap_servers == "127.0.0.1:4321"
+            assert load_loadgen().kafka.bootstrap_servers == "127.0.0.1:4321"
+        finally:
+            broker.kill()
+            broker.wait()
+
+    def test_a_pid_that_is_not_a_broker_is_ignored(self, tmp_path: Path) -> None:
+        record(tmp_path, os.getpid())
+        assert recorded_local_broker() is None
 
     def test_a_dead_recorded_broker_is_ignored(self, tmp_path: Path) -> None:
-        state = tmp_path / ".local-kafka" / "broker.pid"
-        state.parent.mkdir()
-        state.write_text(json.dumps({"pid": 2**22 + 1, "bootstrap": "127.0.0.1:4321"}))
+        record(tmp_path, 2**22 + 1)  # above Linux's largest pid
         assert load_worker().kafka.bootstrap_servers == "127.0.0.1:9092"
+
+
+def record(directory: Path, pid: int) -> None:
+    """Write a `codec-kafka start` state file naming `pid` in `directory`."""
+    state = directory / ".local-kafka" / "broker.pid"
+    state.parent.mkdir()
+    state.write_text(json.dumps({"pid": pid, "bootstrap": "127.0.0.1:4321"}))

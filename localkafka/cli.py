@@ -1,0 +1,304 @@
+"""`codec-kafka` (also `python -m localkafka`): the local broker's command line.
+
+Commands::
+
+    codec-kafka resolve | version | --version
+    codec-kafka start [--port P] [--data-dir D] [--partitions N] [--heap H] [--foreground]
+    codec-kafka stop [--data-dir D]
+    codec-kafka topics create NAME [NAME...] [--partitions N] [--config KEY=VALUE]...
+    codec-kafka topics list
+    codec-kafka topics delete NAME [NAME...]
+
+Every error is one line on stderr: exit status 2 for a usage error, 1 for any other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Final, NoReturn
+
+from confluent_kafka import KafkaException
+
+from localkafka.broker import LocalKafka
+from localkafka.classpath import kafka_version, resolve_classpath
+from localkafka.process import stop_process_group
+from localkafka.state import (
+    DEFAULT_DATA_DIR,
+    STATE_FILE,
+    BrokerState,
+    clear_state,
+    read_state,
+    write_state,
+)
+from localkafka.topics import CONNECT_TIMEOUT_S, TopicAdmin, kafka_error_text
+from service import __version__
+from service.connection import DEFAULT_BOOTSTRAP
+from service.errors import LocalKafkaError
+
+PROG: Final = "codec-kafka"
+BOOTSTRAP_ENV: Final = "KAFKA_BOOTSTRAP_SERVERS"
+FALLBACK_BOOTSTRAP: Final = DEFAULT_BOOTSTRAP
+DEFAULT_PARTITIONS: Final = 4
+"""The project's default partition count (DESIGN: `--partitions N`, default 4)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line too, like every other error here."""
+
+    def error(self, message: str) -> NoReturn:
+        """Prints ``PROG: error: message`` and exits with status 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    if (value := _positive(text)) > 65535:
+        raise argparse.ArgumentTypeError(f"not a TCP port: {value}")
+    return value
+
+
+def _config_entry(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
+def _add_data_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(DEFAULT_DATA_DIR),
+        help=f"data, config, logs and {STATE_FILE} (default: {DEFAULT_DATA_DIR}/)",
+    )
+
+
+def _add_topics(sub: argparse._SubParsersAction[_Parser]) -> None:
+    where = (
+        f"The cluster: --bootstrap-servers, else ${BOOTSTRAP_ENV}, else the broker "
+        f"'start' left running in --data-dir, else {FALLBACK_BOOTSTRAP}."
+    )
+    topics = sub.add_parser(
+        "topics", help="create, list or delete topics", description=where
+    )
+    actions = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = actions.add_parser(
+        "create", help="create topics (one with the same partition count is kept)"
+    )
+    create.add_argument("names", nargs="+", metavar="NAME")
+    create.add_argument(
+        "--partitions",
+        type=_positive,
+        default=DEFAULT_PARTITIONS,
+        help=f"partitions of each topic (default: {DEFAULT_PARTITIONS})",
+    )
+    create.add_argument(
+        "--config",
+        type=_config_entry,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a topic config entry, repeatable, e.g. retention.ms=60000 (default: none)",
+    )
+    listing = actions.add_parser("list", help="print the topic names, one a line")
+    listing.add_argument(
+        "--internal", action="store_true", help="include Kafka's own __* topics"
+    )
+    delete = actions.add_parser("delete", help="delete topics (a missing one is fine)")
+    delete.add_argument("names", nargs="+", metavar="NAME")
+    for parser in (create, listing, delete):
+        parser.description = where
+        parser.add_argument(
+            "--bootstrap-servers", metavar="HOST:PORT", help="the cluster (see above)"
+        )
+        _add_data_dir(parser)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Returns the parser of every command and flag (``--help`` shows defaults)."""
+    parser = _Parser(
+        prog=PROG,
+        description="Run a local single-node KRaft Kafka broker without Docker; "
+        "create, list and delete topics on any cluster.",
+    )
+    parser.add_argument("--version", action="version", version=__version__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("resolve", help="resolve the broker jars with Maven, then exit")
+    sub.add_parser("version", help="print the pinned Kafka version")
+    start = sub.add_parser("start", help="start a broker, print its bootstrap address")
+    stop = sub.add_parser("stop", help="stop the broker that 'start' left running")
+    for cmd in (start, stop):
+        _add_data_dir(cmd)
+    start.add_argument(
+        "--port", type=_port, help="broker port on 127.0.0.1 (default: a free one)"
+    )
+    start.add_argument(
+        "--partitions",
+        type=_positive,
+        default=DEFAULT_PARTITIONS,
+        help=f"num.partitions (default: {DEFAULT_PARTITIONS})",
+    )
+    start.add_argument("--heap", default="1g", help="JVM heap (default: 1g)")
+    start.add_argument(
+        "--timeout", type=float, default=60.0, help="start deadline in s (default: 60)"
+    )
+    start.add_argument(
+        "--foreground",
+        action="store_true",
+        help="stay attached until SIGINT/SIGTERM, then stop the broker",
+    )
+    _add_topics(sub)
+    return parser
+
+
+def resolve_bootstrap(
+    flag: str | None, data_dir: Path, environ: Mapping[str, str]
+) -> str:
+    """Returns the cluster the topics commands talk to.
+
+    Args:
+        flag: ``--bootstrap-servers``, first choice.
+        data_dir: Where ``start`` recorded a running broker, third choice.
+        environ: Holds ``KAFKA_BOOTSTRAP_SERVERS``, second choice.
+
+    Returns:
+        The first of those that is set (a broker recorded in ``data_dir`` only if
+        it is still alive), else ``127.0.0.1:9092``.
+    """
+    if flag:
+        return flag
+    if env := environ.get(BOOTSTRAP_ENV):
+        return env
+    if (state := read_state(data_dir.resolve())) is not None:
+        return state["bootstrap"]
+    return FALLBACK_BOOTSTRAP
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _start(args: argparse.Namespace) -> int:
+    data_dir: Path = args.data_dir.resolve()
+    if (running := read_state(data_dir)) is not None:
+        print(f"{PROG}: already running, pid {running['pid']}", file=sys.stderr)
+        print(running["bootstrap"], flush=True)
+        return 0
+    kafka = LocalKafka(
+        data_dir,
+        args.port,
+        partitions_default=args.partitions,
+        heap=args.heap,
+        detached=not args.foreground,
+    )
+    if args.foreground:
+        # before anything is printed: a SIGTERM right after start must stop cleanly
+        signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        bootstrap = kafka.start(timeout=args.timeout)
+    except KeyboardInterrupt:
+        kafka.stop()
+        return 0
+    if (pid := kafka.pid) is None:
+        raise LocalKafkaError("the broker exited right after it started")
+    write_state(
+        data_dir, BrokerState(pid=pid, bootstrap=bootstrap, version=kafka_version())
+    )
+    print(bootstrap, flush=True)
+    if not args.foreground:
+        return 0
+    try:
+        code = kafka.wait()
+        print(f"{PROG}: broker exited with code {code}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        kafka.stop()
+        clear_state(data_dir)
+
+
+def _stop(args: argparse.Namespace) -> int:
+    data_dir: Path = args.data_dir.resolve()
+    if (state := read_state(data_dir)) is not None:
+        stop_process_group(state["pid"])
+    else:
+        print(f"{PROG}: no broker running in {data_dir}", file=sys.stderr)
+    clear_state(data_dir)
+    return 0
+
+
+def _resolve(args: argparse.Namespace) -> int:
+    jars = resolve_classpath(force=True).split(os.pathsep)
+    print(f"kafka {kafka_version()}: {len(jars)} jars resolved")
+    return 0
+
+
+def _version(args: argparse.Namespace) -> int:
+    print(kafka_version())
+    return 0
+
+
+def _topics(args: argparse.Namespace) -> int:
+    bootstrap = resolve_bootstrap(args.bootstrap_servers, args.data_dir, os.environ)
+    admin = TopicAdmin(bootstrap, connect_timeout=CONNECT_TIMEOUT_S, silent=True)
+    if args.action == "list":
+        for name in admin.names(internal=args.internal):
+            print(name)
+        return 0
+    for name in args.names:
+        try:
+            if args.action == "create":
+                config = dict(args.config)
+                made = admin.create(name, args.partitions, config=config)
+                print(f"{'created' if made else 'exists'} {name}", flush=True)
+            elif admin.delete(name):
+                print(f"deleted {name}", flush=True)
+            else:
+                print(f"{PROG}: no topic {name!r} to delete", file=sys.stderr)
+        except KafkaException as exc:
+            what = f"cannot {args.action} topic {name!r}"
+            raise LocalKafkaError(f"{what}: {kafka_error_text(exc)}") from None
+    return 0
+
+
+_COMMANDS: Final[dict[str, Callable[[argparse.Namespace], int]]] = {
+    "resolve": _resolve,
+    "version": _version,
+    "start": _start,
+    "stop": _stop,
+    "topics": _topics,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs one ``codec-kafka`` command; returns its exit status.
+
+    Args:
+        argv: The arguments after the program name (default: ``sys.argv[1:]``).
+    """
+    args = build_parser().parse_args(argv)
+    try:
+        return _COMMANDS[args.command](args)
+    except (LocalKafkaError, TimeoutError) as exc:
+        # the first line says what failed and where to look; a log tail may follow
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        print(f"{PROG}: error: {first}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130  # 128 + SIGINT, what a shell reports for Ctrl-C
