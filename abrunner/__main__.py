@@ -1,5 +1,5 @@
 """`python -m abrunner`: the codec A/B run (also `codec-ab`)."""
 
-from abrunner.runner import main
+from abrunner.cli import main
 
 raise SystemExit(main())

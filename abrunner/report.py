@@ -1,15 +1,18 @@
-"""The A/B report: one row per codec, ratios to a baseline, charts, the environment.
+"""The A/B report: one row per codec, ratios to a baseline, the environment, files.
 
-Input: the list of case results `codec-ab` measured (one dict per codec, profile and
-repeat). Output in `--out`: `report.md`, `report.json` (everything) and PNG charts. The
-same table goes to the terminal. With `--repeat N` every figure is the median, and the
-Markdown shows the spread (min-max) so a reader sees the noise.
+Input: the `CaseResult`s `codec-ab` measured (one per codec, profile and repeat).
+Output in `--out`: `report.md`, `report.json` (the whole `Report`) and PNG charts
+(`abrunner.charts`). The same table goes to the terminal. With `--repeat N` every
+figure is the median, and the Markdown shows the spread (min-max) so a reader sees
+the noise. `python -m abrunner.report DIR` redraws report.md and the charts from
+DIR/report.json.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata
-import json
+import math
 import os
 import platform
 import statistics
@@ -17,53 +20,68 @@ import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Final, NamedTuple
 
-# (key, header, format, lower is better)
-RATE_COLUMNS: Final = [
-    ("throughput", "msg/s", "{:,.0f}", False),
-    ("cpu_pct", "CPU % core", "{:.0f}", True),
-    ("cpu_us_per_msg", "CPU us/msg", "{:.1f}", True),
-    ("decode_us", "decode us", "{:.1f}", True),
-    ("e2e_p50_ms", "p50 ms", "{:.1f}", True),
-    ("e2e_p99_ms", "p99 ms", "{:.1f}", True),
-    ("e2e_p999_ms", "p99.9 ms", "{:.1f}", True),
-    ("rss_peak_mb", "RSS peak MB", "{:.0f}", True),
-    ("rss_steady_mb", "RSS MB", "{:.0f}", True),
-    ("wire_bytes", "wire B/msg", "{:.0f}", True),
-    ("lag_end", "lag end", "{:,.0f}", True),
-]
-MAX_COLUMNS: Final = [
-    ("max_rate", "max msg/s/process", "{:,.0f}", False),
-    ("cpu_us_per_msg", "CPU us/msg", "{:.1f}", True),
-    ("decode_us", "decode us", "{:.1f}", True),
-    ("rss_peak_mb", "RSS peak MB", "{:.0f}", True),
-    ("wire_bytes", "wire B/msg", "{:.0f}", True),
-]
-RATIO_KEYS: Final = {
-    "throughput",
-    "max_rate",
-    "cpu_us_per_msg",
-    "e2e_p99_ms",
-    "rss_steady_mb",
-    "wire_bytes",
+import msgspec
+
+from abrunner.charts import CHARTS, SWEEP_CHART, charts
+from abrunner.results import (
+    FIGURES,
+    CaseResult,
+    Environment,
+    Report,
+    Row,
+    Spread,
+    Summary,
+    by_cpu,
+)
+from service.errors import ConfigError
+
+
+class Column(NamedTuple):
+    """How the table shows one figure: header, format, ratio, in which modes."""
+
+    header: str
+    fmt: str
+    ratio: bool = False
+    """Whether the cell carries the ratio to the baseline (the A/B's headline)."""
+    modes: tuple[str, ...] = ("rate", "max")
+
+
+_RATE: Final = ("rate",)
+COLUMNS: Final = {
+    "max_rate": Column("max msg/s/process", "{:,.0f}", ratio=True, modes=("max",)),
+    "throughput": Column("msg/s", "{:,.0f}", ratio=True, modes=_RATE),
+    "cpu_pct": Column("CPU % core", "{:.0f}", modes=_RATE),
+    "cpu_us_per_msg": Column("CPU us/msg", "{:.1f}", ratio=True),
+    "decode_us": Column("decode us", "{:.1f}"),
+    "e2e_p50_ms": Column("p50 ms", "{:.1f}", modes=_RATE),
+    "e2e_p99_ms": Column("p99 ms", "{:.1f}", ratio=True, modes=_RATE),
+    "e2e_p999_ms": Column("p99.9 ms", "{:.1f}", modes=_RATE),
+    "rss_peak_mb": Column("RSS peak MB", "{:.0f}"),
+    "rss_steady_mb": Column("RSS MB", "{:.0f}", ratio=True, modes=_RATE),
+    "wire_bytes": Column("wire B/msg", "{:.0f}", ratio=True),
+    "lag_end": Column("lag end", "{:,.0f}", modes=_RATE),
 }
-CHARTS: Final = [
-    ("cpu_per_message.png", "cpu_us_per_msg", "CPU microseconds per message"),
-    ("p99_latency.png", "e2e_p99_ms", "end-to-end p99 latency (ms)"),
-    ("rss.png", "rss_steady_mb", "steady RSS (MB)"),
-    ("wire_size.png", "wire_bytes", "wire bytes per message"),
-]
+"""The table's figure columns, in order; a mode shows those that name it."""
+_LIBRARIES: Final = (
+    "msgspec",
+    "pydantic",
+    "pydantic-core",
+    "orjson",
+    "protobuf",
+    "uvloop",
+    "prometheus-client",
+    "confluent-kafka",
+)
 
 
-def environment(kafka_version: str) -> dict[str, Any]:
+def environment(kafka_version: str) -> Environment:
     """Versions and machine facts that make the figures reproducible."""
     import confluent_kafka
 
     from service.codecs.protobuf_codec import protobuf_backend
 
-    libs = ["msgspec", "pydantic", "pydantic-core", "orjson", "protobuf", "uvloop",
-            "prometheus-client", "confluent-kafka"]  # fmt: skip
     cpu = "unknown"
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
@@ -71,247 +89,156 @@ def environment(kafka_version: str) -> dict[str, Any]:
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-    return {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "cpu_model": cpu,
-        "kafka": kafka_version,
-        "librdkafka": confluent_kafka.libversion()[0],
-        "protobuf_backend": protobuf_backend(),
-        "libraries": {name: importlib.metadata.version(name) for name in libs},
-    }
-
-
-def aggregate(
-    results: Sequence[dict[str, Any]],
-) -> dict[str, dict[str, dict[str, Any]]]:
-    """profile -> codec -> {metric: {median, min, max}, status fields}."""
-    grouped: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for r in results:
-        grouped[r["profile"], r["codec"]].append(r)
-    out: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
-    for (profile, codec), runs in grouped.items():
-        good = [r for r in runs if "error" not in r]
-        row: dict[str, Any] = {
-            "runs": len(runs),
-            "errors": [r["error"] for r in runs if "error" in r],
-            "kept_up": all(r.get("kept_up", False) for r in good) if good else False,
-            "lost": sum(
-                (r.get("lost") or 0) + (r.get("seq_missing") or 0) for r in good
-            ),
-            "not_drained": sum(r.get("not_drained") or 0 for r in good),
-            "dead_lettered": sum(r.get("dead_lettered", 0) for r in good),
-        }
-        keys = {
-            k
-            for r in good
-            for k, v in r.items()
-            if isinstance(v, int | float) and not isinstance(v, bool)
-        }
-        for key in sorted(keys - row.keys()):
-            values = [r[key] for r in good if isinstance(r.get(key), int | float)]
-            if values:
-                row[key] = {
-                    "median": statistics.median(values),
-                    "min": min(values),
-                    "max": max(values),
-                }
-        out[profile][codec] = row
-    return out
-
-
-def _median(row: dict[str, Any], key: str) -> float | None:
-    cell = row.get(key)
-    return cell["median"] if isinstance(cell, dict) else None
-
-
-def _ordered(rows: dict[str, dict[str, Any]]) -> list[str]:
-    return sorted(
-        rows, key=lambda c: _median(rows[c], "cpu_us_per_msg") or float("inf")
+    return Environment(
+        python=platform.python_version(),
+        platform=platform.platform(),
+        cpu_count=os.cpu_count(),
+        cpu_model=cpu,
+        kafka=kafka_version,
+        librdkafka=confluent_kafka.libversion()[0],
+        protobuf_backend=protobuf_backend(),
+        libraries={name: importlib.metadata.version(name) for name in _LIBRARIES},
     )
 
 
-def _status(row: dict[str, Any], max_mode: bool) -> str:
-    if row["errors"]:
-        return "FAILED: " + str(row["errors"][0])[:60]
-    if row["lost"]:
-        return f"LOST {row['lost']}"
-    if row.get("not_drained"):
-        return f"FELL BEHIND, not drained ({row['not_drained']:,} queued)"
-    if max_mode or row["kept_up"]:
+def aggregate(results: Sequence[CaseResult]) -> Summary:
+    """Fold the repeats: profile -> codec -> `Row` (status, medians and spreads)."""
+    grouped: dict[tuple[str, str], list[CaseResult]] = defaultdict(list)
+    for r in results:
+        grouped[r.profile, r.codec].append(r)
+    out: Summary = defaultdict(dict)
+    for (profile, codec), runs in grouped.items():
+        out[profile][codec] = _row(runs)
+    return dict(out)
+
+
+def _row(runs: list[CaseResult]) -> Row:
+    good = [r for r in runs if r.error is None]
+    figures = {}
+    for key in FIGURES:
+        values: list[float] = [v for r in good if (v := getattr(r, key)) is not None]
+        if values:
+            figures[key] = Spread(statistics.median(values), min(values), max(values))
+    return Row(
+        runs=len(runs),
+        errors=[r.error for r in runs if r.error is not None],
+        kept_up=bool(good) and all(r.kept_up for r in good),
+        lost=sum((r.lost or 0) + (r.seq_missing or 0) for r in good),
+        not_drained=sum(r.not_drained or 0 for r in good),
+        dead_lettered=sum(r.dead_lettered or 0 for r in good),
+        figures=figures,
+    )
+
+
+def _status(row: Row, max_mode: bool) -> str:
+    if row.errors:
+        return "FAILED: " + row.errors[0][:60]
+    if row.lost:
+        return f"LOST {row.lost}"
+    if row.not_drained:
+        return f"FELL BEHIND, not drained ({row.not_drained:,} queued)"
+    if max_mode or row.kept_up:
         return "ok"
-    cpu = _median(row, "cpu_pct") or 0
-    return f"FELL BEHIND (lag {(_median(row, 'lag_end') or 0):,.0f}, CPU {cpu:.0f}%)"
+    cpu = row.median("cpu_pct") or 0
+    return f"FELL BEHIND (lag {(row.median('lag_end') or 0):,.0f}, CPU {cpu:.0f}%)"
 
 
-def table(rows: dict[str, dict[str, Any]], baseline: str, max_mode: bool,
-          spread: bool) -> tuple[list[str], list[list[str]]]:  # fmt: skip
+def table(
+    rows: dict[str, Row], baseline: str, max_mode: bool, spread: bool
+) -> tuple[list[str], list[list[str]]]:
     """Headers and cells of one profile's table, best CPU per message first."""
-    columns = MAX_COLUMNS if max_mode else RATE_COLUMNS
-    base = rows.get(baseline, {})
-    headers = ["codec", "status", *[c[1] for c in columns], "lost", "DLQ"]
+    mode = "max" if max_mode else "rate"
+    columns = {k: c for k, c in COLUMNS.items() if mode in c.modes}
+    base = rows.get(baseline)
+    headers = ["codec", "status", *[c.header for c in columns.values()], "lost", "DLQ"]
     body = []
-    for codec in _ordered(rows):
+    for codec in by_cpu(rows):
         row = rows[codec]
         cells = [
             codec + (" (baseline)" if codec == baseline else ""),
             _status(row, max_mode),
         ]
-        for key, _header, fmt, _lower in columns:
-            value = _median(row, key)
-            if value is None:
-                cells.append("-")
-                continue
-            text = fmt.format(value)
-            ref = _median(base, key)
-            if key in RATIO_KEYS and ref and codec != baseline:
-                ratio = value / ref
-                text += f" ({ratio:.2f}x)" if ratio >= 0.1 else f" ({ratio:.2g}x)"
-            if spread and row[key]["min"] != row[key]["max"]:
-                text += (
-                    f" [{fmt.format(row[key]['min'])}-{fmt.format(row[key]['max'])}]"
-                )
-            cells.append(text)
-        cells += [str(row["lost"]), str(row["dead_lettered"])]
+        for key, column in columns.items():
+            compared = base is not None and column.ratio and codec != baseline
+            ref = base.median(key) if base and compared else None
+            cells.append(_cell(row.figures.get(key), column.fmt, ref, spread))
+        cells += [str(row.lost), str(row.dead_lettered)]
         body.append(cells)
     return headers, body
 
 
-def markdown(report: dict[str, Any]) -> str:
+def _cell(figure: Spread | None, fmt: str, ref: float | None, spread: bool) -> str:
+    """One figure: its median, its ratio to `ref` and, with `spread`, min-max."""
+    if figure is None:
+        return "-"
+    if math.isinf(figure.median):
+        return "> top bucket"  # a quantile above the histogram's top: no number
+    text = fmt.format(figure.median)
+    if ref:
+        ratio = figure.median / ref
+        text += f" ({ratio:.2f}x)" if ratio >= 0.1 else f" ({ratio:.2g}x)"
+    if spread and figure.min != figure.max:
+        text += f" [{fmt.format(figure.min)}-{fmt.format(figure.max)}]"
+    return text
+
+
+def markdown(report: Report) -> str:
     """report.md: settings, one table per profile, charts, the environment."""
-    plan, env = report["plan"], report["environment"]
+    plan, env = report.plan, report.environment
     mode = (
         "maximum rate per worker process"
-        if plan["max_mode"]
-        else (
-            f"{plan['rate']:,.0f} msg/s for {plan['duration']:.0f} s after {plan['warmup']:.0f} s warm-up"
-        )
+        if plan.max_mode
+        else f"{plan.rate:,.0f} msg/s for {plan.duration:.0f} s after "
+        f"{plan.warmup:.0f} s warm-up"
     )
     lines = [
-        "# Codec A/B report", "",
-        f"Mode: {mode}; {plan['partitions']} partitions; repeats: {plan['repeat']}; "
-        f"baseline: `{plan['baseline']}` (ratios in parentheses are to it).", "",
-        "Figures come from each worker's /metrics and /proc accounting; CPU is the worker "
-        "process only. Broker, load generator and worker share this machine's "
-        f"{env['cpu_count']} cores, so absolute numbers are not production numbers; the "
-        "ratios between codecs are the result.", "",
-    ]  # fmt: skip
-    for profile, rows in report["summary"].items():
-        headers, body = table(
-            rows, plan["baseline"], plan["max_mode"], plan["repeat"] > 1
-        )
-        lines += [f"## Profile `{profile}`", "", "| " + " | ".join(headers) + " |",
-                  "|" + " --- |" * len(headers)]  # fmt: skip
-        lines += ["| " + " | ".join(cells) + " |" for cells in body]
-        lines.append("")
-    lines += ["## Charts", ""] + [f"![{title}]({name})" for name, _k, title in CHARTS]
-    if len(report["summary"]) > 1:
-        lines.append("![throughput vs payload size](throughput_vs_size.png)")
-    libs = ", ".join(f"{k} {v}" for k, v in env["libraries"].items())
-    lines += ["", "## Environment", "",
-              f"- Python {env['python']} on {env['platform']}",
-              f"- {env['cpu_count']} x {env['cpu_model']}",
-              f"- Apache Kafka {env['kafka']}; librdkafka {env['librdkafka']}",
-              f"- protobuf backend: {env['protobuf_backend']}",
-              f"- {libs}", ""]  # fmt: skip
+        "# Codec A/B report",
+        "",
+        f"Mode: {mode}; {plan.partitions} partitions; repeats: {plan.repeat}; "
+        f"baseline: `{plan.baseline}` (ratios in parentheses are to it).",
+        "",
+        "Figures come from each worker's /metrics and /proc accounting; CPU is the "
+        "worker process only. Broker, load generator and worker share this machine's "
+        f"{env.cpu_count} cores, so absolute numbers are not production numbers; the "
+        "ratios between codecs are the result.",
+        "",
+    ]
+    for profile, rows in report.summary.items():
+        headers, body = table(rows, plan.baseline, plan.max_mode, plan.repeat > 1)
+        lines += [f"## Profile `{profile}`", "", _md_row(headers)]
+        lines += ["|" + " --- |" * len(headers), *map(_md_row, body), ""]
+    lines += ["## Charts", ""]
+    lines += [f"![{title}]({name})" for name, _key, title in CHARTS]
+    if len(report.summary) > 1:
+        lines.append(f"![throughput vs payload size]({SWEEP_CHART})")
+    libs = ", ".join(f"{k} {v}" for k, v in env.libraries.items())
+    lines += [
+        "",
+        "## Environment",
+        "",
+        f"- Python {env.python} on {env.platform}",
+        f"- {env.cpu_count} x {env.cpu_model}",
+        f"- Apache Kafka {env.kafka}; librdkafka {env.librdkafka}",
+        f"- protobuf backend: {env.protobuf_backend}",
+        f"- {libs}",
+        "",
+    ]
     return "\n".join(lines)
 
 
-def _pyplot() -> Any:
-    try:
-        import matplotlib
-    except ImportError:
-        raise ImportError(
-            "charts need matplotlib: pip install 'codec-ab[report]'"
-        ) from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
 
 
-def charts(report: dict[str, Any], out: Path) -> list[Path]:
-    """Bar charts per figure (one bar group per profile) and the size sweep."""
-    plt = _pyplot()
-    summary, written = report["summary"], []
-    profiles = list(summary)
-    codecs = _ordered(summary[profiles[0]]) if profiles else []
-    for name, key, title in CHARTS:
-        fig, ax = plt.subplots(figsize=(9, 4.5))
-        width = 0.8 / max(len(profiles), 1)
-        spread: list[float] = []
-        for i, profile in enumerate(profiles):
-            rows = summary[profile]
-            values = [_median(rows.get(c, {}), key) or 0.0 for c in codecs]
-            lows = [
-                v - (rows.get(c, {}).get(key) or {"min": v})["min"]
-                for c, v in zip(codecs, values, strict=True)
-            ]
-            highs = [
-                (rows.get(c, {}).get(key) or {"max": v})["max"] - v
-                for c, v in zip(codecs, values, strict=True)
-            ]
-            xs = [x + i * width for x in range(len(codecs))]
-            bars = ax.bar(
-                xs, values, width, label=profile, yerr=[lows, highs], capsize=3
-            )
-            ax.bar_label(bars, fmt=_label, fontsize=8, padding=2)
-            spread.extend(v for v in values if v > 0)
-        ax.set_xticks([x + width * (len(profiles) - 1) / 2 for x in range(len(codecs))], codecs,
-                      rotation=20, ha="right")  # fmt: skip
-        if spread and max(spread) > 50 * min(spread):
-            ax.set_yscale("log")  # a codec that fell behind would flatten the rest
-            title += " (log scale)"
-        ax.set_title(title)
-        ax.grid(axis="y", alpha=0.3)
-        if len(profiles) > 1:
-            ax.legend(title="profile")
-        fig.tight_layout()
-        written.append(_save(fig, out / name))
-    if len(profiles) > 1:
-        written.append(_sweep_chart(summary, codecs, out / "throughput_vs_size.png"))
-    return written
+def write(report: Report, out: Path) -> list[Path]:
+    """Write report.json, report.md and the charts into `out`.
 
-
-def _label(value: float) -> str:
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
-
-
-def _sweep_chart(summary: dict[str, Any], codecs: list[str], path: Path) -> Path:
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    for codec in codecs:
-        points = sorted(
-            (_median(rows[codec], "wire_bytes") or 0, 1e6 / cpu)
-            for rows in summary.values()
-            if codec in rows and (cpu := _median(rows[codec], "cpu_us_per_msg"))
-        )
-        if points:
-            ax.plot(
-                [p[0] for p in points], [p[1] for p in points], marker="o", label=codec
-            )
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("wire bytes per message")
-    ax.set_ylabel("messages per CPU-second (one core)")
-    ax.set_title("throughput per core vs payload size")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend()
-    fig.tight_layout()
-    return _save(fig, path)
-
-
-def _save(fig: Any, path: Path) -> Path:
-    fig.savefig(path, dpi=110)
-    _pyplot().close(fig)
-    return path
-
-
-def write(report: dict[str, Any], out: Path) -> list[Path]:
-    """Write report.json, report.md and the charts into `out`."""
+    Returns:
+        report.md, report.json, then the charts (none without matplotlib).
+    """
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    encoded = msgspec.json.format(msgspec.json.encode(report), indent=2)
+    (out / "report.json").write_bytes(encoded + b"\n")
     try:
         paths = charts(report, out)
     except ImportError as exc:  # the tables still stand without pictures
@@ -321,17 +248,38 @@ def write(report: dict[str, Any], out: Path) -> list[Path]:
     return [out / "report.md", out / "report.json", *paths]
 
 
+def read(path: Path) -> Report:
+    """Decode a report.json.
+
+    Raises:
+        OSError: it cannot be read.
+        msgspec.DecodeError: it is not a report (the message gives the JSON path).
+        ConfigError: its plan is not a valid plan.
+    """
+    return msgspec.json.decode(path.read_bytes(), type=Report)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m abrunner.report DIR`: redraw report.md and charts from report.json."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1:
-        print("usage: python -m abrunner.report REPORT_DIR", file=sys.stderr)
+    """Redraw report.md and the charts from DIR/report.json; 2 when it is missing."""
+    parser = argparse.ArgumentParser(
+        prog="python -m abrunner.report",
+        description="Redraw an A/B report's report.md and charts from its "
+        "report.json (the summary is folded again from the results).",
+    )
+    parser.add_argument(
+        "dir", metavar="DIR", type=Path, help="the report directory (codec-ab --out)"
+    )
+    args = parser.parse_args(argv)
+    path = args.dir / "report.json"
+    try:
+        report = read(path)
+    except (OSError, msgspec.DecodeError, ConfigError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else exc
+        print(f"{parser.prog}: {path}: {reason}", file=sys.stderr)
         return 2
-    out = Path(args[0])
-    report = json.loads((out / "report.json").read_text())
-    report["summary"] = aggregate(report["results"])
-    for path in write(report, out):
-        print(path)
+    report.summary = aggregate(report.results)
+    for written in write(report, args.dir):
+        print(written)
     return 0
 
 

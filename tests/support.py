@@ -1,27 +1,20 @@
-"""Helpers for tests against a real broker: produce, consume, run a worker process."""
+"""Helpers for tests against a real broker: produce, consume, run a worker process.
+
+The worker process is `abrunner.process.WorkerProcess`, the A/B runner's own.
+"""
 
 from __future__ import annotations
 
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 import uuid
-from collections.abc import Iterable, Sequence
-from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
 
+from abrunner import process
+
 Record = dict[str, Any]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def produce(bootstrap: str, topic: str, records: Iterable[Record]) -> int:
@@ -76,79 +69,11 @@ def consume_all(
     return out
 
 
-class WorkerProcess:
-    """`codec-worker` as a subprocess with a known metrics port."""
+class WorkerProcess(process.WorkerProcess):
+    """`abrunner`'s worker process, tuned for tests: every message timed, 20 ms batches.
 
-    def __init__(self, bootstrap: str, topic: str, *args: str, group: str | None = None,
-                 log: Path | None = None) -> None:  # fmt: skip
-        self.port = free_port()
-        self.group = group or f"g-{uuid.uuid4().hex[:8]}"
-        self.cmd: Sequence[str] = [
-            sys.executable, "-m", "service", "--bootstrap-servers", bootstrap,
-            "--topic", topic, "--group", self.group, "--metrics-port", str(self.port),
-            "--batch-timeout-ms", "20", "--latency-sample-every", "1", *args,
-        ]  # fmt: skip
-        self._log = log
-        self._out: Any = None
-        self.proc: subprocess.Popen[bytes] | None = None
+    `--batch-timeout-ms 20` keeps a test's few messages from waiting for a full
+    batch; `--latency-sample-every 1` makes the latency count equal the messages.
+    """
 
-    def start(self) -> WorkerProcess:
-        self._out = open(self._log, "ab") if self._log else subprocess.DEVNULL  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            self.cmd, stdout=self._out, stderr=subprocess.STDOUT
-        )
-        return self
-
-    def metrics(self) -> dict[str, float]:
-        """The worker's /metrics as {'name{labels}': value} (empty if not up yet)."""
-        try:
-            url = f"http://127.0.0.1:{self.port}/metrics"
-            with urllib.request.urlopen(url, timeout=2) as response:
-                text = response.read().decode()
-        except OSError:
-            return {}
-        samples = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                samples[name] = float(value)
-        return samples
-
-    def messages(self, outcome: str = "ok") -> int:
-        for name, value in self.metrics().items():
-            if (
-                name.startswith("worker_messages_total{")
-                and f'outcome="{outcome}"' in name
-            ):
-                return int(value)
-        return 0
-
-    def wait_for(self, count: int, outcome: str = "ok", timeout: float = 60) -> int:
-        deadline = time.monotonic() + timeout
-        seen = 0
-        while time.monotonic() < deadline:
-            assert self.proc is not None and self.proc.poll() is None, "worker exited"
-            seen = self.messages(outcome)
-            if seen >= count:
-                return seen
-            time.sleep(0.2)
-        raise AssertionError(
-            f"worker handled {seen} {outcome} messages, wanted {count}"
-        )
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        return self.proc.wait(timeout)
-
-    def __enter__(self) -> WorkerProcess:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-        if self._out not in (None, subprocess.DEVNULL):
-            self._out.close()
-            self._out = None
+    DEFAULT_ARGS = ("--batch-timeout-ms", "20", "--latency-sample-every", "1")

@@ -1,0 +1,135 @@
+"""The A/B report's PNG charts (matplotlib, the optional `report` extra).
+
+One bar chart per headline figure, a bar group per profile with the repeats' spread
+as error bars, and with several profiles the size sweep: messages per CPU-second
+against wire bytes per message, one line per codec.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Final
+
+from abrunner.results import Report, Row, Summary, by_cpu
+
+CHARTS: Final = (
+    ("cpu_per_message.png", "cpu_us_per_msg", "CPU microseconds per message"),
+    ("p99_latency.png", "e2e_p99_ms", "end-to-end p99 latency (ms)"),
+    ("rss.png", "rss_steady_mb", "steady RSS (MB)"),
+    ("wire_size.png", "wire_bytes", "wire bytes per message"),
+)
+"""(file, figure, title) of each bar chart, in report.md's order."""
+SWEEP_CHART: Final = "throughput_vs_size.png"
+"""The size sweep's chart, drawn when the report holds several profiles."""
+_LOG_SPAN: Final = 50
+"""Bars spanning more than 50x get a log axis: a codec that fell behind (seconds of
+latency against milliseconds) would flatten the rest to nothing."""
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError(
+            "charts need matplotlib: pip install 'codec-ab[report]'"
+        ) from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def charts(report: Report, out: Path) -> list[Path]:
+    """Draw the charts into `out`; return their paths.
+
+    Raises:
+        ImportError: matplotlib is not installed (the message names the extra).
+    """
+    summary = report.summary
+    profiles = list(summary)
+    codecs = by_cpu(summary[profiles[0]]) if profiles else []
+    written = [
+        _bar_chart(summary, codecs, key, title, out / name)
+        for name, key, title in CHARTS
+    ]
+    if len(profiles) > 1:
+        written.append(_sweep_chart(summary, codecs, out / SWEEP_CHART))
+    return written
+
+
+def _bar_chart(
+    summary: Summary, codecs: list[str], key: str, title: str, path: Path
+) -> Path:
+    fig, ax = _pyplot().subplots(figsize=(9, 4.5))
+    width = 0.8 / max(len(summary), 1)
+    drawn: list[float] = []
+    for i, (profile, rows) in enumerate(summary.items()):
+        values, lows, highs = _bars([rows.get(c) for c in codecs], key)
+        xs = [x + i * width for x in range(len(codecs))]
+        bars = ax.bar(xs, values, width, label=profile, yerr=[lows, highs], capsize=3)
+        ax.bar_label(bars, fmt=_label, fontsize=8, padding=2)
+        drawn.extend(v for v in values if v > 0)
+    middle = width * (len(summary) - 1) / 2
+    ax.set_xticks(
+        [x + middle for x in range(len(codecs))], codecs, rotation=20, ha="right"
+    )
+    if drawn and max(drawn) > _LOG_SPAN * min(drawn):
+        ax.set_yscale("log")
+        title += " (log scale)"
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    if len(summary) > 1:
+        ax.legend(title="profile")
+    return _save(fig, path)
+
+
+def _bars(
+    rows: list[Row | None], key: str
+) -> tuple[list[float], list[float], list[float]]:
+    """Per codec: the median bar (0 when unmeasured) and its error bar extents."""
+    values, lows, highs = [], [], []
+    for row in rows:
+        spread = row.figures.get(key) if row else None
+        if spread is None or not math.isfinite(spread.max):  # no number, no bar
+            values.append(0.0)
+            lows.append(0.0)
+            highs.append(0.0)
+        else:
+            values.append(spread.median)
+            lows.append(spread.median - spread.min)
+            highs.append(spread.max - spread.median)
+    return values, lows, highs
+
+
+def _label(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _sweep_chart(summary: Summary, codecs: list[str], path: Path) -> Path:
+    fig, ax = _pyplot().subplots(figsize=(9, 4.5))
+    for codec in codecs:
+        points = sorted(
+            (rows[codec].median("wire_bytes") or 0, 1e6 / cpu)
+            for rows in summary.values()
+            if codec in rows and (cpu := rows[codec].median("cpu_us_per_msg"))
+        )
+        if points:
+            ax.plot(
+                [p[0] for p in points], [p[1] for p in points], marker="o", label=codec
+            )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("wire bytes per message")
+    ax.set_ylabel("messages per CPU-second (one core)")
+    ax.set_title("throughput per core vs payload size")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend()
+    return _save(fig, path)
+
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    _pyplot().close(fig)
+    return path

@@ -1,0 +1,123 @@
+"""The typed A/B plan: which codecs and payload profiles, at what load, for how long.
+
+`Plan` is built once at the edge (`abrunner.cli.plan_from_args`), validated on
+construction, passed down to the runner and written into report.json beside the
+results, so a report says what produced it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+import msgspec
+
+from service.codecs import CODEC_NAMES, REAL_CODECS
+from service.errors import ConfigError
+from service.schemas import SCHEMA_NAMES
+
+DEFAULT_BASELINE: Final = "json-stdlib+pydantic"
+
+
+class Profile(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A payload profile: a built-in schema and, for `large`, its size in bytes.
+
+    Raises:
+        ConfigError: the schema is unknown, or a size is given for another schema.
+    """
+
+    schema: str
+    large_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        sized = self.large_bytes is not None
+        if self.schema not in SCHEMA_NAMES or (sized and self.schema != "large"):
+            raise ConfigError(
+                f"profile {self.label!r}: expected small, medium, large or large:BYTES"
+            )
+        if sized and (self.large_bytes or 0) < 1:
+            raise ConfigError(f"profile {self.label!r}: BYTES must be at least 1")
+
+    @property
+    def label(self) -> str:
+        """The profile as the command line writes it: `medium`, `large:100000`."""
+        return f"{self.schema}:{self.large_bytes}" if self.large_bytes else self.schema
+
+    @classmethod
+    def parse(cls, text: str) -> Profile:
+        """`small`, `medium`, `large` or `large:BYTES` as a Profile.
+
+        Raises:
+            ConfigError: `text` is none of those.
+        """
+        schema, _, size = text.partition(":")
+        if size and (schema != "large" or not size.isdigit()):
+            raise ConfigError(
+                f"profile {text!r}: expected small, medium, large or large:BYTES"
+            )
+        return cls(schema, int(size) if size else None)
+
+
+class Plan(msgspec.Struct, frozen=True, kw_only=True):
+    """What to run: every case is one codec on one profile, `repeat` times.
+
+    Attributes:
+        codecs: registry keys of the wire codecs to compare (never `auto`).
+        profiles: the payload profiles to sweep.
+        rate: messages per second the load generator sends (rate mode).
+        duration: measured seconds per case (rate mode).
+        warmup: seconds of load before the measured window.
+        repeat: runs of each case; the report shows the median and the spread.
+        max_mode: measure each codec's maximum rate per worker process instead.
+        max_messages: the backlog one worker drains in max mode.
+        partitions: partitions of each case's topic.
+        baseline: the codec the report's ratios refer to.
+        out: the report directory.
+        worker_args: extra `codec-worker` arguments, passed to every worker.
+        verify: read each topic back to check the run's `x-seq` coverage.
+
+    Raises:
+        ConfigError: a value is out of range; the message names the flag.
+    """
+
+    codecs: tuple[str, ...]
+    profiles: tuple[Profile, ...]
+    rate: float
+    duration: float
+    warmup: float
+    repeat: int
+    max_mode: bool
+    max_messages: int
+    partitions: int
+    baseline: str
+    out: str
+    worker_args: tuple[str, ...] = ()
+    verify: bool = True
+
+    def __post_init__(self) -> None:
+        for codec in self.codecs:
+            if codec not in CODEC_NAMES or codec == "auto":
+                raise ConfigError(
+                    f"--codecs: {codec!r} is not a wire codec; "
+                    f"choose from {', '.join(REAL_CODECS)}"
+                )
+        if self.baseline not in self.codecs:
+            raise ConfigError(
+                f"--baseline {self.baseline!r} is not among --codecs "
+                f"({', '.join(self.codecs)})"
+            )
+        # --max drains a backlog as fast as it goes: rate and duration do not apply.
+        paced = {"rate": self.rate, "duration": self.duration}
+        checked = {**({} if self.max_mode else paced), "warmup": self.warmup}
+        for name, value in checked.items():
+            if value <= 0:
+                raise ConfigError(f"--{name} must be positive, got {value}")
+        if min(self.repeat, self.partitions, self.max_messages) < 1:
+            raise ConfigError(
+                "--repeat, --partitions and --max-messages must be at least 1"
+            )
+
+    @property
+    def out_dir(self) -> Path:
+        """`out` as a path."""
+        return Path(self.out)

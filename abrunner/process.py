@@ -1,0 +1,244 @@
+"""The processes an A/B case runs: a `codec-worker` and the `codec-loadgen` runs.
+
+`WorkerProcess` is also the tests' worker (`tests.support`): one way to start a
+worker on a free metrics port, wait for it, read its /metrics and stop it.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import IO, ClassVar, Final, Self
+
+import msgspec
+
+from abrunner import measure
+from abrunner.plan import Profile
+from loadgen.report import Summary
+from service.children import die_with_parent, free_port
+from service.errors import RunnerError
+
+_POLL_S: Final = 0.2
+"""How often a waiting caller asks the worker again: 5 cheap HTTP GETs a second."""
+
+
+class WorkerProcess:
+    """`python -m service` as a subprocess with its own free metrics port.
+
+    Args:
+        bootstrap: the Kafka bootstrap servers.
+        topic: the input topic.
+        *args: further `codec-worker` arguments (`--codec`, `--schema`, ...).
+        group: the consumer group (default: a fresh one).
+        log: a file the worker's output is appended to (default: discarded).
+    """
+
+    DEFAULT_ARGS: ClassVar[tuple[str, ...]] = ()
+    """`codec-worker` arguments a subclass gives every worker, before `args`."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        *args: str,
+        group: str | None = None,
+        log: Path | None = None,
+    ) -> None:
+        self.port = free_port()
+        self.group = group or f"g-{uuid.uuid4().hex[:8]}"
+        self.cmd: list[str] = [
+            *(sys.executable, "-m", "service", "--bootstrap-servers", bootstrap),
+            *("--topic", topic, "--group", self.group),
+            *("--metrics-port", str(self.port), *self.DEFAULT_ARGS, *args),
+        ]
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log = log
+        self._out: IO[bytes] | None = None
+
+    def start(self) -> Self:
+        """Start the worker; it dies with this process."""
+        self._out = self._log.open("ab") if self._log else None
+        self.proc = subprocess.Popen(  # noqa: S603 (the project's own command)
+            self.cmd,
+            stdout=self._out or subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent(),
+        )
+        return self
+
+    def _running(self) -> subprocess.Popen[bytes]:
+        if self.proc is None:
+            raise RunnerError("the worker was not started")
+        if self.proc.poll() is not None:
+            raise RunnerError(f"the worker exited with {self.proc.returncode}")
+        return self.proc
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        """Wait until /readyz answers: the worker has its partitions.
+
+        Raises:
+            RunnerError: the worker exited, or was not ready within `timeout` s.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._running()
+            try:
+                url = f"http://127.0.0.1:{self.port}/readyz"
+                with urllib.request.urlopen(url, timeout=1):
+                    return
+            except OSError:
+                time.sleep(_POLL_S)
+        raise RunnerError(f"the worker got no partitions in {timeout:.0f} s")
+
+    def snapshot(self) -> measure.Snapshot:
+        """The worker's CPU, RSS and metrics now.
+
+        Raises:
+            RunnerError: the worker is not running.
+            OSError: its /metrics does not answer (yet).
+        """
+        return measure.snapshot(self._running().pid, self.port)
+
+    def metrics(self) -> dict[str, float]:
+        """The worker's /metrics as `{'name{labels}': value}` (empty if not up)."""
+        try:
+            return measure.scrape(self.port, timeout=2).flat()
+        except OSError:
+            return {}
+
+    def messages(self, outcome: str = "ok") -> int:
+        """Messages the worker finished with `outcome` (0 if it does not answer)."""
+        try:
+            scraped = measure.scrape(self.port, timeout=2)
+        except OSError:
+            return 0
+        return int(scraped.total("worker_messages_total", outcome=outcome))
+
+    def wait_for(self, count: int, outcome: str = "ok", timeout: float = 60) -> int:
+        """Wait until the worker finished `count` messages with `outcome`.
+
+        Returns:
+            How many it had finished when the count was reached.
+
+        Raises:
+            RunnerError: the worker exited, or fell short within `timeout` s.
+        """
+        deadline = time.monotonic() + timeout
+        seen = 0
+        while time.monotonic() < deadline:
+            self._running()
+            seen = self.messages(outcome)
+            if seen >= count:
+                return seen
+            time.sleep(_POLL_S)
+        raise RunnerError(f"worker handled {seen} {outcome} messages, wanted {count}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        """Send `sig` (unless it has exited) and wait; return the exit status.
+
+        Raises:
+            RunnerError: the worker was not started, or outlived `timeout` s.
+        """
+        if self.proc is None:
+            raise RunnerError("the worker was not started")
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise RunnerError(
+                f"the worker still ran {timeout:.0f} s after signal {sig}"
+            ) from None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Kill the worker if it still runs; close its log."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+
+
+class LoadgenProcess:
+    """One `python -m loadgen --json` run: paced load or a fixed count.
+
+    Args:
+        bootstrap: the Kafka bootstrap servers.
+        topic: the topic to write.
+        codec: the wire codec.
+        profile: the payload profile.
+        run_id: the run's `x-run-id`.
+        rate: messages per second (0: as fast as it goes).
+        duration: seconds to send for; else `count` messages are sent.
+        count: messages to send when no `duration` is given.
+        seed: the payload generator's seed.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        codec: str,
+        profile: Profile,
+        run_id: str,
+        *,
+        rate: float,
+        duration: float | None = None,
+        count: int | None = None,
+        seed: int = 0,
+    ) -> None:
+        cmd = [
+            *(sys.executable, "-m", "loadgen", "--bootstrap-servers", bootstrap),
+            *("--topic", topic, "--codec", codec, "--profile", profile.schema),
+            *("--rate", str(rate), "--run-id", run_id, "--seed", str(seed), "--json"),
+        ]
+        if profile.large_bytes:
+            cmd += ["--large-bytes", str(profile.large_bytes)]
+        cmd += ["--duration", str(duration)] if duration else ["--count", str(count)]
+        self.proc = subprocess.Popen(  # noqa: S603 (the project's own command)
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            preexec_fn=die_with_parent(),
+        )
+
+    def running(self) -> bool:
+        """Whether the run is still sending."""
+        return self.proc.poll() is None
+
+    def summary(self, timeout: float) -> Summary:
+        """Wait for the run to end; its `--json` summary.
+
+        Exit status 1 (some deliveries failed) still yields a summary: the
+        failures are a figure of the case.
+
+        Raises:
+            RunnerError: the run failed, printed no summary, or ran past `timeout` s.
+        """
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+            raise RunnerError(f"codec-loadgen ran past {timeout:.0f} s") from None
+        if self.proc.returncode not in (0, 1):
+            raise RunnerError(
+                f"codec-loadgen failed ({self.proc.returncode}): {err.decode()[-2000:]}"
+            )
+        lines = out.decode().strip().splitlines()
+        try:
+            return msgspec.json.decode(lines[-1] if lines else "", type=Summary)
+        except msgspec.DecodeError as exc:
+            raise RunnerError(f"codec-loadgen printed no summary: {exc}") from exc

@@ -1,0 +1,187 @@
+"""The A/B results as typed Structs: one case, one aggregated row, the whole report.
+
+The runner fills a `CaseResult` per codec, profile and repeat; `report.aggregate`
+folds the repeats into a `Row` per codec and profile; a `Report` (plan, environment,
+results, summary) is what report.json holds: `msgspec.json.encode(report)`, read
+back with `msgspec.json.decode(data, type=Report)`.
+
+A figure that was not measured is None and left out of report.json. A latency
+quantile whose rank lies above the top histogram bucket is `math.inf` in memory
+(`service.histogram.quantile`); JSON has no infinity, so it is written as null.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+import msgspec
+
+from abrunner.plan import Plan
+
+
+class CaseResult(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Every figure measured for one codec on one profile in one repeat.
+
+    Attributes:
+        codec: the codec's registry key.
+        profile: the payload profile's label (`medium`, `large:100000`).
+        repeat: which repeat of the case, from 0.
+        mode: `rate` (paced load) or `max` (a backlog drained as fast as it goes).
+        throughput: messages handled per second in the measured window.
+        max_rate: in max mode, the throughput: the worker's maximum per process.
+        cpu_pct: the worker's CPU time over the window, % of one core.
+        cpu_us_per_msg: the worker's CPU microseconds per handled message.
+        e2e_p50_ms: median end-to-end latency (None in max mode).
+        e2e_p99_ms: 99th percentile end-to-end latency.
+        e2e_p999_ms: 99.9th percentile end-to-end latency.
+        decode_us: mean decode time per message.
+        handle_us: mean business-logic time per message.
+        rss_peak_mb: the worker's highest sampled resident memory.
+        rss_steady_mb: the median RSS over the second half of the window.
+        wire_bytes: mean payload bytes per message.
+        lag_end: consumer lag when the load stopped.
+        lag_max: the highest sampled consumer lag.
+        dead_lettered: messages sent to the dead-letter topic.
+        processed: messages handled from the window's start to the drain's end.
+        target_rate: the rate asked of the load generator.
+        producer_rate: the rate the load generator achieved.
+        sent: messages the measured load generator sent.
+        acked: of those, acknowledged by the broker.
+        producer_failed: deliveries the load generator saw fail.
+        lost: acknowledged but never handled (None: not drained, so unknown).
+        not_drained: still queued when the drain timed out (not loss).
+        seq_missing: `x-seq` values of the run absent when the topic is read back.
+        kept_up: the worker kept pace with the load.
+        worker_exit: the worker's exit status after SIGTERM.
+        offsets_committed_to_end: the group's committed offsets reached the end.
+        error: why the case could not be measured (None when it was).
+    """
+
+    codec: str
+    profile: str
+    repeat: int
+    mode: Literal["rate", "max"] | None = None
+    throughput: float | None = None
+    max_rate: float | None = None
+    cpu_pct: float | None = None
+    cpu_us_per_msg: float | None = None
+    e2e_p50_ms: float | None = None
+    e2e_p99_ms: float | None = None
+    e2e_p999_ms: float | None = None
+    decode_us: float | None = None
+    handle_us: float | None = None
+    rss_peak_mb: float | None = None
+    rss_steady_mb: float | None = None
+    wire_bytes: float | None = None
+    lag_end: float | None = None
+    lag_max: float | None = None
+    dead_lettered: int | None = None
+    processed: int | None = None
+    target_rate: float | None = None
+    producer_rate: float | None = None
+    sent: int | None = None
+    acked: int | None = None
+    producer_failed: int | None = None
+    lost: int | None = None
+    not_drained: int | None = None
+    seq_missing: int | None = None
+    kept_up: bool | None = None
+    worker_exit: int | None = None
+    offsets_committed_to_end: bool | None = None
+    error: str | None = None
+
+
+FIGURES: Final = (
+    "throughput",
+    "max_rate",
+    "cpu_pct",
+    "cpu_us_per_msg",
+    "e2e_p50_ms",
+    "e2e_p99_ms",
+    "e2e_p999_ms",
+    "decode_us",
+    "handle_us",
+    "rss_peak_mb",
+    "rss_steady_mb",
+    "wire_bytes",
+    "lag_end",
+    "lag_max",
+    "processed",
+    "target_rate",
+    "producer_rate",
+    "sent",
+    "acked",
+    "producer_failed",
+    "seq_missing",
+    "worker_exit",
+)
+"""The `CaseResult` fields a `Row` keeps as a median and spread over the repeats.
+
+The rest are identity (codec, profile, repeat, mode) or summed into the row's
+status (lost, not_drained, dead_lettered, kept_up, error)."""
+
+
+class Spread(msgspec.Struct, frozen=True):
+    """One figure over a case's repeats."""
+
+    median: float
+    min: float
+    max: float
+
+
+class Row(msgspec.Struct, kw_only=True):
+    """One codec on one profile over its repeats: status and figures.
+
+    Attributes:
+        runs: repeats run, failed ones included.
+        errors: the failed repeats' errors.
+        kept_up: every measured repeat kept up (False when none was measured).
+        lost: messages lost over the measured repeats (`lost` + `seq_missing`).
+        not_drained: messages still queued after the drains.
+        dead_lettered: messages dead-lettered over the measured repeats.
+        figures: each of `FIGURES` that was measured at least once.
+    """
+
+    runs: int
+    errors: list[str]
+    kept_up: bool
+    lost: int
+    not_drained: int
+    dead_lettered: int
+    figures: dict[str, Spread]
+
+    def median(self, key: str) -> float | None:
+        """The median of figure `key`, None when it was never measured."""
+        spread = self.figures.get(key)
+        return None if spread is None else spread.median
+
+
+Summary = dict[str, dict[str, Row]]
+"""profile label -> codec -> its aggregated row."""
+
+
+def by_cpu(rows: dict[str, Row]) -> list[str]:
+    """The codecs of one profile, lowest CPU per message first (unmeasured last)."""
+    return sorted(rows, key=lambda c: rows[c].median("cpu_us_per_msg") or float("inf"))
+
+
+class Environment(msgspec.Struct, kw_only=True):
+    """Versions and machine facts that make the figures reproducible."""
+
+    python: str
+    platform: str
+    cpu_count: int | None
+    cpu_model: str
+    kafka: str
+    librdkafka: str
+    protobuf_backend: str
+    libraries: dict[str, str]
+
+
+class Report(msgspec.Struct, kw_only=True):
+    """Everything one `codec-ab` run wrote: report.json."""
+
+    plan: Plan
+    environment: Environment
+    results: list[CaseResult]
+    summary: Summary
