@@ -1,0 +1,261 @@
+"""Measure every codec x profile case in-process and assemble the `BenchReport`.
+
+Per profile, one pool of `pool_size` seeded payloads (`loadgen.payloads`) serves
+every codec: each codec turns it into native objects with `from_builtins` and
+encodes those once, before any clock starts. Between codecs the pool is kept as
+MessagePack bytes, which the collector does not track: as dicts and lists, 1000
+64 KB `large` payloads are ~1 million containers that every full collection
+inside a timed loop would walk, a cost of the benchmark, not of the codec. For the
+same reason the native objects are frozen out of the collector's reach
+(`gc.freeze`) while encode is timed and dropped before decode is.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.metadata
+import os
+import platform
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from itertools import cycle
+from typing import Any, Final, cast
+
+import msgspec
+
+from codecbench import allocation, sampling
+from codecbench.results import (
+    Alloc,
+    BenchReport,
+    CaseResult,
+    Environment,
+    Method,
+    OpResult,
+    Spread,
+)
+from loadgen.payloads import DEFAULT_LARGE_BYTES, make_payloads
+from service import __version__
+from service.codecs import REAL_CODECS, Codec, CodecName, get_codec
+from service.codecs.protobuf_codec import protobuf_backend
+from service.errors import ConfigError
+from service.handlers import _LOGIC
+from service.schemas import SCHEMA_NAMES, SchemaName
+
+Step = Callable[[Any, dict[int, float]], None]
+Progress = Callable[[str], None]
+
+DEFAULT_POOL_SIZE: Final = 1000
+"""The load generator's default pool: distinct messages, cycled."""
+DEFAULT_REPEATS: Final = 10
+DEFAULT_WARMUPS: Final = 1
+DEFAULT_MIN_TIME_S: Final = 0.05
+"""A sample lasts 50-100 ms: long against the clock's resolution and a scheduler
+tick (4 ms), short enough that a case (3 operations, each calibrated, warmed and
+sampled 10 times, plus the allocation passes) takes ~4 s."""
+DEFAULT_ALLOC_CALLS: Final = 100
+"""Allocations barely vary between messages of a profile; 100 calls average out
+the spread of item counts (2-4 items per order)."""
+
+_LIBRARIES: Final = ("msgspec", "pydantic", "pydantic-core", "orjson", "protobuf")
+
+
+class Pool:
+    """One profile's seeded payloads, stored as MessagePack until a codec needs them.
+
+    Args:
+        schema: the profile.
+        method: size, seed and `large` size of the pool.
+    """
+
+    def __init__(self, schema: SchemaName, method: Method) -> None:
+        self.schema = schema
+        payloads = make_payloads(
+            schema, method.pool_size, seed=method.seed, large_bytes=method.large_bytes
+        )
+        encode = msgspec.msgpack.Encoder().encode
+        self._packed = [encode(p) for p in payloads]
+
+    def builtins(self) -> Iterator[dict[str, Any]]:
+        """The payloads as dicts, one at a time (MessagePack keeps every value exact)."""
+        decode = msgspec.msgpack.Decoder(dict[str, Any]).decode
+        for packed in self._packed:
+            yield decode(packed)
+
+
+@contextmanager
+def _frozen_heap() -> Iterator[None]:
+    """Move every object alive now out of the collector's reach for the block."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def _op(sample: sampling.Sample, method: Method, alloc: Alloc) -> OpResult:
+    us, loops, gc_rate = sampling.measure(
+        sample,
+        min_time_s=method.min_time_s,
+        warmups=method.warmups,
+        repeats=method.repeats,
+    )
+    return OpResult(us=us, loops=loops, gc=gc_rate, alloc=alloc)
+
+
+def measure_case(codec_name: CodecName, pool: Pool, method: Method) -> CaseResult:
+    """Measure encode, decode and decode+read of one codec on one profile's pool.
+
+    Raises:
+        DecodeError: the codec cannot decode its own encoding of the pool.
+        LogicError: the schema's logic rejects a pool message.
+    """
+    codec: Codec[Any] = get_codec(codec_name, pool.schema)
+    step = _LOGIC[pool.schema]
+    natives = [codec.from_builtins(b) for b in pool.builtins()]
+    wire = [codec.encode(obj) for obj in natives]
+    first = wire[: method.alloc_calls]
+    totals: dict[int, float] = {}
+    for data in first:  # checks the pool, warms caches, fills the sink's keys
+        step(codec.decode(data), totals)
+
+    with _frozen_heap():
+        encode = codec.encode
+        encode_alloc = allocation.traced(encode, natives[: method.alloc_calls])
+        encode_op = _op(
+            sampling.time_calls(encode, cycle(natives)), method, encode_alloc
+        )
+    del natives
+    gc.collect()
+
+    decode = codec.decode_unchecked
+    decode_alloc = allocation.traced(decode, first)
+    decode_op = _op(sampling.time_calls(decode, cycle(wire)), method, decode_alloc)
+
+    def decode_read(data: bytes) -> object:
+        obj = decode(data)
+        step(obj, totals)
+        return obj
+
+    read_alloc = allocation.traced(decode_read, first)
+    read_sample = sampling.time_decode_read(decode, step, totals, cycle(wire))
+    return CaseResult(
+        codec=codec_name,
+        profile=pool.schema,
+        wire_bytes=sum(map(len, wire)) / len(wire),
+        decode=decode_op,
+        decode_read=_op(read_sample, method, read_alloc),
+        encode=encode_op,
+        malloc_held_bytes=allocation.malloc_held(decode, first),
+    )
+
+
+def check_codecs(codecs: Sequence[str]) -> tuple[CodecName, ...]:
+    """`codecs` as registry keys, duplicates dropped, order kept.
+
+    Raises:
+        ConfigError: a name is not a wire codec, or none is given.
+    """
+    for name in codecs:
+        if name not in REAL_CODECS:
+            raise ConfigError(
+                f"--codecs: {name!r} is not a wire codec; "
+                f"choose from {','.join(REAL_CODECS)}"
+            )
+    if not codecs:
+        raise ConfigError("--codecs: give at least one codec")
+    return tuple(dict.fromkeys(cast(Sequence[CodecName], codecs)))
+
+
+def check_profiles(profiles: Sequence[str]) -> tuple[SchemaName, ...]:
+    """`profiles` as schema names, duplicates dropped, order kept.
+
+    Raises:
+        ConfigError: a name is not a profile, or none is given.
+    """
+    for name in profiles:
+        if name not in SCHEMA_NAMES:
+            raise ConfigError(
+                f"--profiles: {name!r} is not a profile; "
+                f"choose from {','.join(SCHEMA_NAMES)}"
+            )
+    if not profiles:
+        raise ConfigError("--profiles: give at least one profile")
+    return tuple(dict.fromkeys(cast(Sequence[SchemaName], profiles)))
+
+
+def environment(loop_overhead: Spread) -> Environment:
+    """The interpreter, platform and library versions of this process."""
+    threshold = gc.get_threshold()
+    return Environment(
+        version=__version__,
+        python=f"{platform.python_implementation()} {platform.python_version()}",
+        platform=platform.platform(),
+        cpu_count=os.cpu_count(),
+        libraries={name: importlib.metadata.version(name) for name in _LIBRARIES},
+        protobuf_backend=protobuf_backend(),
+        gc_thresholds=(threshold[0], threshold[1], threshold[2]),
+        loop_overhead_us=loop_overhead,
+    )
+
+
+def run(
+    codecs: Sequence[str] = REAL_CODECS,
+    profiles: Sequence[str] = SCHEMA_NAMES,
+    *,
+    pool_size: int = DEFAULT_POOL_SIZE,
+    repeats: int = DEFAULT_REPEATS,
+    warmups: int = DEFAULT_WARMUPS,
+    min_time_s: float = DEFAULT_MIN_TIME_S,
+    seed: int = 0,
+    large_bytes: int = DEFAULT_LARGE_BYTES,
+    alloc_calls: int = DEFAULT_ALLOC_CALLS,
+    progress: Progress | None = None,
+) -> BenchReport:
+    """Measure every codec on every profile; the library entry point of `codec-bench`.
+
+    Args:
+        codecs: wire codec registry keys (`auto` has no wire format of its own).
+        profiles: payload profiles: `small`, `medium`, `large`.
+        pool_size: distinct seeded payloads per profile, cycled.
+        repeats: kept samples per figure.
+        warmups: discarded samples after calibration.
+        min_time_s: the shortest sample, in seconds.
+        seed: the payload generator's seed.
+        large_bytes: JSON size of a `large` payload.
+        alloc_calls: calls per allocation pass.
+        progress: called with `codec profile` before each case.
+
+    Returns:
+        The report; `report.case(codec, profile)` picks one result.
+
+    Raises:
+        ConfigError: an argument is invalid (checked before anything is built).
+    """
+    method = Method(
+        pool_size=pool_size,
+        repeats=repeats,
+        warmups=warmups,
+        min_time_s=min_time_s,
+        seed=seed,
+        large_bytes=large_bytes,
+        alloc_calls=alloc_calls,
+    )
+    names, schemas = check_codecs(codecs), check_profiles(profiles)
+    overhead, _, _ = sampling.measure(
+        sampling.time_empty(cycle([b""] * pool_size)),
+        min_time_s=min_time_s,
+        warmups=warmups,
+        repeats=repeats,
+    )
+    results = []
+    for schema in schemas:
+        pool = Pool(schema, method)
+        for name in names:
+            if progress is not None:
+                progress(f"{name} {schema}")
+            results.append(measure_case(name, pool, method))
+        del pool
+    return BenchReport(
+        method=method, environment=environment(overhead), results=results
+    )
