@@ -15,17 +15,32 @@ from service.codecs import REAL_CODECS, CodecName, get_codec
 from tests.support import Record, WorkerProcess, consume_all, produce
 
 
-def records(codec_name: CodecName, schema: str, count: int, *, run: str = "it",
-            header: bool = True, start: int = 0) -> list[Record]:  # fmt: skip
+def records(
+    codec_name: CodecName,
+    schema: str,
+    count: int,
+    *,
+    run: str = "it",
+    header: bool = True,
+    start: int = 0,
+) -> list[Record]:
     codec = get_codec(codec_name, schema)  # type: ignore[arg-type]
     out = []
     for seq, payload in enumerate(make_payloads(schema, count, seed=start), start):  # type: ignore[arg-type]
-        headers = [("x-sent-ns", str(time.time_ns()).encode()), ("x-seq", str(seq).encode()),
-                   ("x-run-id", run.encode())]  # fmt: skip
+        headers = [
+            ("x-sent-ns", str(time.time_ns()).encode()),
+            ("x-seq", str(seq).encode()),
+            ("x-run-id", run.encode()),
+        ]
         if header:
             headers.append(("content-type", codec.content_type.encode()))
-        out.append({"key": str(seq).encode(), "value": codec.encode(codec.from_builtins(payload)),
-                    "headers": headers})  # fmt: skip
+        out.append(
+            {
+                "key": str(seq).encode(),
+                "value": codec.encode(codec.from_builtins(payload)),
+                "headers": headers,
+            }
+        )
     return out
 
 
@@ -42,8 +57,13 @@ class TestCounts:
     """For each codec, the worker processes exactly the N messages produced."""
 
     @pytest.mark.parametrize("codec_name", REAL_CODECS)
-    def test_exactly_n(self, kafka_bootstrap: str, topic_factory: Any, log_file: Path,
-                       codec_name: CodecName) -> None:  # fmt: skip
+    def test_exactly_n(
+        self,
+        kafka_bootstrap: str,
+        topic_factory: Any,
+        log_file: Path,
+        codec_name: CodecName,
+    ) -> None:
         topic = topic_factory(3)
         n = produce(kafka_bootstrap, topic, records(codec_name, "medium", 300))
         with WorkerProcess(
@@ -72,8 +92,9 @@ class TestCounts:
 class TestDeadLetters:
     """Poison lands in the DLQ byte-identical; good messages around it are processed."""
 
-    def test_poison_interleaved(self, kafka_bootstrap: str, topic_factory: Any,
-                                log_file: Path) -> None:  # fmt: skip
+    def test_poison_interleaved(
+        self, kafka_bootstrap: str, topic_factory: Any, log_file: Path
+    ) -> None:
         topic = topic_factory(2)
         topic_factory(
             2, prefix=topic
@@ -131,12 +152,21 @@ class TestDeadLetters:
 class TestShutdown:
     """SIGTERM mid-stream, then a restart: no message lost, none processed twice."""
 
-    def test_sigterm_then_restart(self, kafka_bootstrap: str, topic_factory: Any,
-                                  log_file: Path) -> None:  # fmt: skip
+    def test_sigterm_then_restart(
+        self, kafka_bootstrap: str, topic_factory: Any, log_file: Path
+    ) -> None:
         topic, out = topic_factory(4), topic_factory(4)
         n = produce(kafka_bootstrap, topic, records("msgspec-msgpack", "small", 20_000))
-        args = ("--codec", "msgspec-msgpack", "--schema", "small", "--output-topic", out,
-                "--batch-size", "200")  # fmt: skip
+        args = (
+            "--codec",
+            "msgspec-msgpack",
+            "--schema",
+            "small",
+            "--output-topic",
+            out,
+            "--batch-size",
+            "200",
+        )
         first = WorkerProcess(kafka_bootstrap, topic, *args, log=log_file).start()
         try:
             first.wait_for(2_000)
@@ -168,8 +198,9 @@ class TestShutdown:
 class TestAuto:
     """An auto worker handles a topic that holds every codec's wire format."""
 
-    def test_mixed_topic(self, kafka_bootstrap: str, topic_factory: Any,
-                         log_file: Path) -> None:  # fmt: skip
+    def test_mixed_topic(
+        self, kafka_bootstrap: str, topic_factory: Any, log_file: Path
+    ) -> None:
         topic = topic_factory(2)
         batch: list[Record] = []
         for i, name in enumerate(REAL_CODECS):
@@ -187,11 +218,21 @@ class TestAuto:
 class TestProcesses:
     """`--processes 2` shares the group: every message handled once in total."""
 
-    def test_two_processes(self, kafka_bootstrap: str, topic_factory: Any,
-                           log_file: Path) -> None:  # fmt: skip
+    def test_two_processes(
+        self, kafka_bootstrap: str, topic_factory: Any, log_file: Path
+    ) -> None:
         topic = topic_factory(4)
-        w = WorkerProcess(kafka_bootstrap, topic, "--codec", "protobuf", "--schema", "small",
-                          "--processes", "2", log=log_file)  # fmt: skip
+        w = WorkerProcess(
+            kafka_bootstrap,
+            topic,
+            "--codec",
+            "protobuf",
+            "--schema",
+            "small",
+            "--processes",
+            "2",
+            log=log_file,
+        )
         second = WorkerProcess(kafka_bootstrap, topic)
         second.port = w.port + 1
         with w:
@@ -208,8 +249,9 @@ class TestProcesses:
             assert w.messages() > 0 and second.messages() > 0
             assert w.stop() == 0
 
-    def test_children_die_with_supervisor(self, kafka_bootstrap: str, topic_factory: Any,
-                                          log_file: Path) -> None:  # fmt: skip
+    def test_children_die_with_supervisor(
+        self, kafka_bootstrap: str, topic_factory: Any, log_file: Path
+    ) -> None:
         topic = topic_factory(2)
         w = WorkerProcess(kafka_bootstrap, topic, "--processes", "2", log=log_file)
         second = WorkerProcess(kafka_bootstrap, topic)
