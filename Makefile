@@ -61,8 +61,14 @@ sample-report: setup  ## Regenerate docs/sample-report/: the full default run (4
 	$(PY) -m abrunner --out docs/sample-report
 	rm -rf docs/sample-report/logs
 
-bench: setup  ## Worker vs a bare confluent-kafka + msgspec loop, msgs per CPU-second
+bench: setup  ## Worker vs a bare per-message loop for every wire codec, msgs per CPU-second
 	$(PY) -m tests.perf.bench_worker
+
+bench-fixed-rate: setup  ## Worker vs a bare loop on the same 40k msg/s traffic: CPU and latency
+	$(PY) -m tests.perf.bench_worker --fixed-rate
+
+codec-bench: setup  ## In-process decode/encode cost per codec and profile (no Kafka)
+	$(PY) -m codecbench
 
 bench-loadgen: setup  ## Load generator: one-process maximum, then 60 s at 40k msg/s beside a worker
 	$(PY) -m tests.perf.bench_loadgen
@@ -82,4 +88,4 @@ down:  ## Stop the compose stack and drop its volumes
 clean:  ## Remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-loadgen kafka-start kafka-stop up down clean
+.PHONY: help ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-fixed-rate codec-bench bench-loadgen kafka-start kafka-stop up down clean

@@ -12,121 +12,116 @@ Exit status: 0 when every case ran and lost nothing, 1 otherwise, 2 for bad flag
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Final
 
-import msgspec
 from rich.console import Console
 from rich.table import Table
 
 from abrunner import runner
-from abrunner.plan import DEFAULT_BASELINE, Plan, Profile
+from abrunner.config import TOOL, AbSettings
+from abrunner.plan import Plan, Profile
 from abrunner.report import table, write
 from abrunner.results import CaseResult, Report
-from service.codecs import REAL_CODECS
 from service.errors import ConfigError
+from service.flags import (
+    KAFKA_FLAGS,
+    Flag,
+    add_common,
+    add_flags,
+    load_from_args,
+    print_config,
+)
+
+_FLAGS: Final = (
+    *KAFKA_FLAGS,
+    Flag("--codecs", ("codecs",), "comma-separated codec keys", default="all six"),
+    Flag("--rate", ("rate",), "messages per second", float),
+    Flag("--duration", ("duration",), "measured seconds per codec", float),
+    Flag("--warmup", ("warmup",), "warm-up seconds per codec", float),
+    Flag("--profile", ("profile",), "payload profile: small, medium, large[:BYTES]"),
+    Flag(
+        "--profiles",
+        ("profiles",),
+        "comma-separated profiles to sweep, e.g. small,medium,large:1000000",
+    ),
+    Flag(
+        "--large-bytes",
+        ("large_bytes",),
+        "comma-separated sizes of the large profile, e.g. 10000,100000,1500000",
+    ),
+    Flag("--repeat", ("repeat",), "runs of each case; median and spread", int),
+    Flag(
+        "--max",
+        ("max_mode",),
+        "find each codec's maximum rate per worker process",
+        boolean=True,
+    ),
+    Flag("--max-messages", ("max_messages",), "backlog size in --max mode", int),
+    Flag("--partitions", ("partitions",), "partitions of each topic", int),
+    Flag(
+        "--baseline",
+        ("baseline",),
+        "codec the ratios refer to",
+        default="json-stdlib+pydantic if listed, else the first codec",
+    ),
+    Flag("--out", ("out",), "report directory", Path),
+    Flag(
+        "--worker-arg",
+        ("worker_args",),
+        "extra codec-worker flag, repeatable, e.g. --worker-arg=--batch-size=1000",
+        many=True,
+    ),
+    Flag(
+        "--verify",
+        ("verify",),
+        "read each topic back to check the run's x-seq coverage",
+        boolean=True,
+    ),
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `codec-ab` argument parser; every help text states the default."""
+    """The `codec-ab` argument parser; every help text states default and variable."""
     parser = argparse.ArgumentParser(
         prog="codec-ab",
         description="Compare codecs on real Kafka: a worker per codec under the same "
-        "load, then one side-by-side report (report.md, report.json, PNG charts).",
+        "load, then one side-by-side report (report.md, report.json, PNG charts). "
+        "Without a broker address it starts the local Kafka. Precedence: defaults < "
+        "--config TOML ([kafka], [ab]) < environment (KAFKA_*, AB_*) < flags.",
     )
-    add = parser.add_argument
-    add("--bootstrap-servers", help="Kafka to use (default: start the local Kafka)")
-    add(
-        "--codecs",
-        default=",".join(REAL_CODECS),
-        help="comma-separated codec keys (default: all six)",
-    )
-    add("--rate", type=float, default=40_000, help="msg/s (default: 40000)")
-    add("--duration", type=float, default=30, help="measured s per codec (default: 30)")
-    add("--warmup", type=float, default=5, help="warm-up s per codec (default: 5)")
-    add(
-        "--profile",
-        default="medium",
-        help="payload profile: small, medium, large[:BYTES] (default: medium)",
-    )
-    add(
-        "--profiles",
-        help="comma-separated profiles to sweep, e.g. small,medium,large:1000000",
-    )
-    add(
-        "--large-bytes",
-        help="comma-separated sizes for the large profile, e.g. 10000,100000,1500000",
-    )
-    add(
-        "--repeat",
-        type=int,
-        default=1,
-        help="repeat each case N times; report median and spread (default: 1)",
-    )
-    add(
-        "--max",
-        dest="max_mode",
-        action="store_true",
-        help="find each codec's maximum rate per worker process",
-    )
-    add(
-        "--max-messages",
-        type=int,
-        default=200_000,
-        help="backlog size in --max mode (default: 200000)",
-    )
-    add("--partitions", type=int, default=4, help="per topic (default: 4)")
-    add(
-        "--baseline",
-        default=DEFAULT_BASELINE,
-        help=f"codec the ratios refer to (default: {DEFAULT_BASELINE})",
-    )
-    add(
-        "--out",
-        type=Path,
-        default=Path("ab-results"),
-        help="report directory (default: ab-results)",
-    )
-    add(
-        "--worker-arg",
-        action="append",
-        default=[],
-        metavar="FLAG=VALUE",
-        help="extra codec-worker flag, repeatable, e.g. --worker-arg=--batch-size=1000",
-    )
-    add(
-        "--no-verify",
-        action="store_true",
-        help="skip reading the topic back to check x-seq coverage",
-    )
+    add_common(parser, TOOL)
+    add_flags(parser, _FLAGS, AbSettings, TOOL)
     return parser
 
 
-def plan_from_args(args: argparse.Namespace) -> Plan:
-    """The typed plan from parsed arguments: the one place flags become a `Plan`.
+def plan_from_settings(s: AbSettings) -> Plan:
+    """The typed plan from the settings: the one place settings become a `Plan`.
 
     Raises:
-        ConfigError: a flag's value is invalid; the message names the flag.
+        ConfigError: a value is invalid; the message names the setting.
     """
-    profiles = [
-        Profile.parse(p.strip()) for p in (args.profiles or args.profile).split(",")
-    ]
-    if args.large_bytes:
-        sizes = [s.strip() for s in args.large_bytes.split(",")]
-        if not all(s.isdigit() for s in sizes):
-            raise ConfigError(f"--large-bytes {args.large_bytes!r}: expected N,N,...")
+    profiles = [Profile.parse(p) for p in (s.profiles or [s.profile])]
+    if s.large_bytes:
         profiles = [p for p in profiles if p.schema != "large"]
-        profiles += [Profile("large", int(s)) for s in sizes]
-    # Flags named as the plan's fields (--rate, --max-messages, ...) pass as they are.
-    same = {f.name for f in msgspec.structs.fields(Plan)} & vars(args).keys()
+        profiles += [Profile("large", size) for size in s.large_bytes]
     return Plan(
-        **{name: getattr(args, name) for name in same - {"codecs", "profiles", "out"}},
-        codecs=tuple(c.strip() for c in args.codecs.split(",") if c.strip()),
+        codecs=tuple(s.codecs),
         profiles=tuple(profiles),
-        out=str(args.out),
+        rate=s.rate,
+        duration=s.duration,
+        warmup=s.warmup,
+        repeat=s.repeat,
+        max_mode=s.max_mode,
+        max_messages=s.max_messages,
+        partitions=s.partitions,
+        baseline=s.chosen_baseline,
+        out=str(s.out),
         # --worker-arg=--batch-size=1000 is two worker arguments.
-        worker_args=tuple(w for a in args.worker_arg for w in a.split("=", 1)),
-        verify=not args.no_verify,
+        worker_args=tuple(w for a in s.worker_args for w in a.split("=", 1)),
+        verify=s.verify,
     )
 
 
@@ -135,11 +130,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     console = Console(stderr=True)
     try:
-        plan = plan_from_args(args)
+        settings = load_from_args(AbSettings, TOOL, args, _FLAGS)
+        plan = plan_from_settings(settings)
     except ConfigError as exc:
-        console.print(f"codec-ab: {exc}", markup=False, highlight=False)
+        print(exc, file=sys.stderr)  # one line per problem, never re-wrapped
         return 2
-    report = runner.run(plan, args.bootstrap_servers, console)
+    if args.print_config:
+        print_config(settings, TOOL)
+        return 0
+    report = runner.run(plan, settings.bootstrap, console)
     paths = write(report, plan.out_dir)
     _print_tables(report)
     console.print(

@@ -1,6 +1,6 @@
 """The typed A/B plan: which codecs and payload profiles, at what load, for how long.
 
-`Plan` is built once at the edge (`abrunner.cli.plan_from_args`), validated on
+`Plan` is built once at the edge (`abrunner.cli.plan_from_settings`), validated on
 construction, passed down to the runner and written into report.json beside the
 results, so a report says what produced it.
 """
@@ -8,15 +8,12 @@ results, so a report says what produced it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Final
 
 import msgspec
 
 from service.codecs import CODEC_NAMES, REAL_CODECS
 from service.errors import ConfigError
 from service.schemas import SCHEMA_NAMES
-
-DEFAULT_BASELINE: Final = "json-stdlib+pydantic"
 
 
 class Profile(msgspec.Struct, frozen=True, omit_defaults=True):

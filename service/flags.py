@@ -39,6 +39,7 @@ class Flag:
         help: what it does (the default and variable are appended).
         type: converts the flag's text; validation happens in the model.
         boolean: a `--x/--no-x` switch instead of a value.
+        many: repeatable; the values make a list.
         default: the default as shown in `--help` when the field's own is not telling.
     """
 
@@ -48,6 +49,7 @@ class Flag:
     type: Callable[[str], Any] = str
     boolean: bool = False
     default: str | None = None
+    many: bool = False
 
 
 KAFKA_FLAGS: Final = (
@@ -115,9 +117,14 @@ def add_flags(
                 f.flag, dest=dest, default=None, action=action, help=text
             )
         else:
-            metavar = f.path[-1].upper()
             parser.add_argument(
-                f.flag, dest=dest, type=f.type, default=None, metavar=metavar, help=text
+                f.flag,
+                dest=dest,
+                type=f.type,
+                default=None,
+                action="append" if f.many else "store",
+                metavar=f.path[-1].upper(),
+                help=text,
             )
 
 

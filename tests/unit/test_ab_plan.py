@@ -6,13 +6,18 @@ from pathlib import Path
 
 import pytest
 
-from abrunner.cli import build_parser, main, plan_from_args
+from abrunner.cli import _FLAGS, build_parser, main, plan_from_settings
+from abrunner.config import TOOL, AbSettings
 from abrunner.plan import Plan, Profile
 from service.errors import ConfigError
+from service.flags import load_from_args
 
 
-def plan(*argv: str) -> Plan:
-    return plan_from_args(build_parser().parse_args(list(argv)))
+def plan(*argv: str, environ: dict[str, str] | None = None) -> Plan:
+    args = build_parser().parse_args(list(argv))
+    return plan_from_settings(
+        load_from_args(AbSettings, TOOL, args, _FLAGS, environ=environ or {})
+    )
 
 
 class TestFlags:
@@ -22,10 +27,11 @@ class TestFlags:
         ("argv", "needle"),
         [
             (["--codecs", "auto"], "not a wire codec"),
-            (["--codecs", "protobuf"], "--baseline"),
+            (["--codecs", "protobuf", "--baseline", "json+pydantic"], "--baseline"),
             (["--profile", "huge"], "huge"),
             (["--rate", "0"], "--rate must be positive"),
-            (["--large-bytes", "10k"], "--large-bytes"),
+            (["--large-bytes", "10k"], "ab.large_bytes.0 = '10k' (flag --large-bytes)"),
+            (["--repeat", "0"], "ab.repeat = 0 (flag --repeat)"),
         ],
     )
     def test_exit_2(
@@ -60,6 +66,23 @@ class TestPlan:
         assert p.profiles == (Profile("medium"),)
         assert (p.rate, p.duration, p.warmup, p.repeat) == (40_000, 30, 5, 1)
         assert p.verify and not p.max_mode and p.out_dir == Path("ab-results")
+
+    def test_baseline_is_the_first_codec_unless_the_legacy_path_is_listed(
+        self,
+    ) -> None:
+        assert plan("--codecs", "msgspec-json,protobuf").baseline == "msgspec-json"
+        listed = plan("--codecs", "protobuf,json-stdlib+pydantic")
+        assert listed.baseline == "json-stdlib+pydantic"
+
+    def test_environment_and_toml(self, tmp_path: Path) -> None:
+        toml = tmp_path / "ab.toml"
+        toml.write_text('[ab]\ncodecs = ["protobuf", "msgspec-json"]\nrate = 500.0\n')
+        p = plan("--config", str(toml), environ={"AB_DURATION": "7"})
+        assert (p.codecs, p.rate, p.duration) == (("protobuf", "msgspec-json"), 500, 7)
+        assert plan(environ={"AB_CODECS": "protobuf,msgspec-msgpack"}).codecs == (
+            "protobuf",
+            "msgspec-msgpack",
+        )
 
     def test_sizes_replace_large(self) -> None:
         p = plan("--profiles", "small,large", "--large-bytes", "10000,100000")

@@ -1,0 +1,78 @@
+"""The A/B runner's settings: `[kafka]` (shared) plus its flat `[ab]` table.
+
+Read by `service.settings.load` like every tool's: defaults < TOML (`--config`:
+`[kafka]`, `[ab]`) < environment (`KAFKA_*`, `AB_<FIELD>`, e.g. `AB_CODECS`) <
+flags. Lists may be given as comma-separated text (`AB_CODECS=msgspec-json,protobuf`)
+or as JSON/TOML arrays.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from service.codecs import REAL_CODECS
+from service.connection import KafkaConnection
+
+TOOL: Final = "ab"
+
+PREFERRED_BASELINE: Final = "json-stdlib+pydantic"
+"""The baseline when listed (the legacy path of the seed story), else the first codec."""
+
+
+def _split(value: Any) -> Any:
+    """`a,b,c` as a list; lists and None as they are."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+Listed = Annotated[list[str], BeforeValidator(_split)]
+Sizes = Annotated[list[Annotated[int, Field(ge=256)]], BeforeValidator(_split)]
+
+
+class AbSettings(BaseModel):
+    """Everything `codec-ab` needs, validated before any broker is started.
+
+    `kafka.bootstrap_servers` counts only when given (flag, `KAFKA_BOOTSTRAP_SERVERS`
+    or `[kafka]`): without it the runner starts the local Kafka itself.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kafka: KafkaConnection = Field(default_factory=KafkaConnection)
+    codecs: Listed = Field(
+        default_factory=lambda: [str(c) for c in REAL_CODECS], min_length=1
+    )
+    # Positive unless --max (a drain has no rate): checked by `Plan`.
+    rate: Annotated[float, Field(ge=0)] = 40_000.0
+    duration: Annotated[float, Field(ge=0)] = 30.0
+    warmup: Annotated[float, Field(ge=0)] = 5.0
+    profile: str = "medium"
+    profiles: Listed | None = None
+    large_bytes: Sizes | None = None
+    repeat: Annotated[int, Field(ge=1, le=100)] = 1
+    max_mode: bool = False
+    max_messages: Annotated[int, Field(ge=1)] = 200_000
+    partitions: Annotated[int, Field(ge=1, le=1000)] = 4
+    baseline: str | None = None
+    out: Path = Path("ab-results")
+    worker_args: list[str] = Field(default_factory=list)
+    verify: bool = True
+
+    @property
+    def bootstrap(self) -> str | None:
+        """The broker to use, or None to start the local Kafka."""
+        given = "bootstrap_servers" in self.kafka.model_fields_set
+        return self.kafka.bootstrap_servers if given else None
+
+    @property
+    def chosen_baseline(self) -> str:
+        """`baseline`, else json-stdlib+pydantic if listed, else the first codec."""
+        if self.baseline is not None:
+            return self.baseline
+        return (
+            PREFERRED_BASELINE if PREFERRED_BASELINE in self.codecs else self.codecs[0]
+        )
