@@ -1,0 +1,150 @@
+"""Fixed-rate mode of `bench_worker`: bare loop and worker on the same paced traffic."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import time
+from contextlib import ExitStack
+from typing import Any, Final
+
+from tests.perf.bench_support import (
+    WORKER_DEFAULTS,
+    BareConsumer,
+    WorkerProcess,
+    cpu_seconds,
+    fresh_topic,
+    latency_ms,
+    loadgen_cmd,
+    loadgen_summary,
+    log,
+    wait_until,
+)
+
+CPU_TARGET: Final = 1.10
+LATENCY_TARGET: Final = 1.2
+
+
+def _window_end(
+    bare: BareConsumer, worker: WorkerProcess, acked: int, args: argparse.Namespace
+) -> dict[str, int]:
+    """Wait until both processed `acked` (or the drain timeout); their progress."""
+    deadline = time.monotonic() + args.drain_timeout
+    while True:
+        done = {"bare": bare.progress(), "worker": worker.progress()}
+        if min(done.values()) >= acked or time.monotonic() > deadline:
+            return done
+        time.sleep(args.sample_interval)
+
+
+def _measure(
+    args: argparse.Namespace, bootstrap: str, topic: str, batch: int
+) -> dict[str, Any]:
+    """Run the load past both consumers; raw CPU, progress and latency readings."""
+    with ExitStack() as stack:
+        timeout = WORKER_DEFAULTS.batch_timeout_ms / 1000
+        bare = BareConsumer(
+            bootstrap, topic, args.codec, batch, timeout, latencies=True
+        )
+        stack.callback(bare.close)
+        worker = WorkerProcess(bootstrap, topic, args.codec, args.batch_size)
+        stack.callback(worker.close)
+        # Both assigned first: a consumer that joins late starts with a backlog.
+        wait_until("consumers assigned", lambda: bare.ready() and worker.ready(), 120)
+        before = worker.e2e_buckets()
+        log(
+            f"{args.codec}: {args.rate:,.0f} msg/s for {args.duration:g} s into {topic}"
+        )
+        flags = ("--rate", str(args.rate), "--duration", str(args.duration))
+        load = subprocess.Popen(
+            loadgen_cmd(bootstrap, topic, args.codec, *flags),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        stack.callback(load.kill)
+        wait_until(
+            "first message", lambda: bare.progress() > 0 or load.poll() is not None, 120
+        )
+        t0, cpu0 = time.monotonic(), (cpu_seconds(bare.pid), cpu_seconds(worker.pid))
+        summary = loadgen_summary(load, args.duration + 300)
+        done = _window_end(bare, worker, summary["acked"], args)
+        t1, cpu1 = time.monotonic(), (cpu_seconds(bare.pid), cpu_seconds(worker.pid))
+        after = worker.e2e_buckets()
+        return {
+            "summary": summary,
+            "window_s": t1 - t0,
+            "cpu_s": [b - a for a, b in zip(cpu0, cpu1, strict=True)],
+            "done": done,
+            "worker_counts": [a - b for a, b in zip(after, before, strict=True)],
+            "bare_latency": bare.latencies(),
+        }
+
+
+def fixed_rate(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
+    """Fixed-rate mode: both consumers on the same paced traffic, CPU and latency."""
+    batch = args.batch_size or WORKER_DEFAULTS.batch_size
+    with ExitStack() as stack:
+        topic = fresh_topic(stack, bootstrap, args.codec, args.partitions)
+        raw = _measure(args, bootstrap, topic, batch)
+    summary, window, bare_lat = raw["summary"], raw["window_s"], raw["bare_latency"]
+    result: dict[str, Any] = {}
+    counts = {"bare": bare_lat["counts"], "worker": raw["worker_counts"]}
+    for who, cpu in zip(("bare", "worker"), raw["cpu_s"], strict=True):
+        result[who] = {
+            "cpu_pct": round(cpu / window * 100, 1),
+            "processed": raw["done"][who],
+            "behind": max(summary["acked"] - raw["done"][who], 0),
+            "latency_samples": int(sum(counts[who])),
+            "p50_ms": latency_ms(counts[who], 0.5),
+            "p99_ms": latency_ms(counts[who], 0.99),
+        }
+    for q in ("p50", "p99"):
+        exact = bare_lat[f"exact_{q}_s"]
+        result["bare"][f"exact_{q}_ms"] = (
+            None if exact is None else round(exact * 1e3, 3)
+        )
+    keys = ("cpu_pct", "p50_ms", "p99_ms")
+    return {
+        "mode": "fixed-rate",
+        "codec": args.codec,
+        "partitions": args.partitions,
+        "batch_size": batch,
+        "target_rate": args.rate,
+        "achieved_rate": summary["achieved_rate"],
+        "acked": summary["acked"],
+        "ack_latency_ms": [summary["ack_latency"][k] for k in ("p50_ms", "p99_ms")],
+        "window_s": round(window, 2),
+        "contenders": result,
+        "ratios": {k: _ratio(result["worker"][k], result["bare"][k]) for k in keys},
+        "targets": dict(
+            zip(keys, (CPU_TARGET, LATENCY_TARGET, LATENCY_TARGET), strict=True)
+        ),
+    }
+
+
+def _ratio(worker: float | None, bare: float | None) -> float | None:
+    return None if not worker or not bare else round(worker / bare, 3)
+
+
+def print_fixed_rate(res: dict[str, Any]) -> None:
+    print(
+        f"{res['codec']} medium events, {res['partitions']} partitions, batch "
+        f"{res['batch_size']}: target {res['target_rate']:,.0f} msg/s, achieved "
+        f"{res['achieved_rate']:,.0f}; {res['acked']:,} messages, window "
+        f"{res['window_s']} s; producer acks p50/p99 ms: {res['ack_latency_ms']}"
+    )
+    print(
+        f"{'contender':10}{'CPU % of a core':>16}{'e2e p50 ms':>12}"
+        f"{'e2e p99 ms':>12}  behind"
+    )
+    for who, r in res["contenders"].items():
+        p50, p99 = (
+            f"{r[k]}" if r[k] is not None else "-" for k in ("p50_ms", "p99_ms")
+        )
+        print(f"{who:10}{r['cpu_pct']:>16}{p50:>12}{p99:>12}  {r['behind']:,}")
+    parts = []
+    for key, label in (("cpu_pct", "CPU"), ("p50_ms", "p50"), ("p99_ms", "p99")):
+        ratio, target = res["ratios"][key], res["targets"][key]
+        verdict = "-" if ratio is None else ("met" if ratio <= target else "NOT met")
+        parts.append(f"{label} {ratio}x (target <= {target}x: {verdict})")
+    print("worker / bare: " + "; ".join(parts))

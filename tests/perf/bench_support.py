@@ -1,0 +1,385 @@
+"""What `bench_worker` runs and measures: the bare loop, the worker, the load."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from array import array
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack, suppress
+from multiprocessing.connection import Connection
+from typing import Any, Final
+
+import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
+
+from localkafka import create_topic, delete_topic
+from service.children import die_with_parent, free_port
+from service.codecs import get_codec
+from service.config import ProcessingSettings
+from service.headers import SENT_NS
+from service.histogram import LATENCY_BUCKETS, quantile
+
+PROFILE: Final = "medium"
+_TICKS: Final = os.sysconf("SC_CLK_TCK")
+_PRESTART_POLL_S: Final = 0.05
+"""Progress poll while a contender starts up: that time is excluded, so polling
+fast costs the measurement nothing and catches the first message within 50 ms."""
+
+WORKER_DEFAULTS: Final = ProcessingSettings()
+"""The worker's own defaults: the bare loop consumes with the same batch and wait."""
+
+_MIN_SLEEP_S: Final = 0.25
+"""Shortest gap between drain samples: an idle consumer polls at ~1.6 % of a core,
+so 0.25 s past the end costs it ~4 ms, what one more scrape would."""
+_MAX_SLEEP_S: Final = 2.0
+"""Longest gap between drain samples: a rate misjudged at the start (broker and
+consumer warming up) overshoots the end by at most this, ~32 ms of idle polling."""
+
+# Slots of the bare loop's shared array; read and written without a lock (one
+# aligned 8-byte word each, one writer).
+_DONE, _STOP, _ASSIGNED = 0, 1, 2
+
+
+def log(msg: str) -> None:
+    """A progress line on stderr (stdout carries the result)."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of `pid` so far (from /proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def fresh_topic(stack: ExitStack, bootstrap: str, codec: str, partitions: int) -> str:
+    """A fresh topic (and its dead-letter topic), deleted when `stack` closes."""
+    topic = f"bench-{re.sub('[^a-z0-9]+', '-', codec)}-{uuid.uuid4().hex[:8]}"
+    for name, parts in ((topic, partitions), (f"{topic}.dlq", 1)):
+        create_topic(bootstrap, name, parts)
+        stack.callback(_delete, bootstrap, name)
+    return topic
+
+
+def _delete(bootstrap: str, topic: str) -> None:
+    with suppress(Exception):  # cleanup: a topic left behind is no failure
+        delete_topic(bootstrap, topic)
+
+
+def loadgen_cmd(bootstrap: str, topic: str, codec: str, *flags: str) -> list[str]:
+    """`codec-loadgen` writing `codec` medium events to `topic`, JSON on stdout."""
+    fixed = {
+        "--bootstrap-servers": bootstrap,
+        "--topic": topic,
+        "--codec": codec,
+        "--profile": PROFILE,
+        "--progress": "never",
+    }
+    return [sys.executable, "-m", "loadgen", *_flat(fixed), "--json", *flags]
+
+
+def _flat(flags: dict[str, str]) -> list[str]:
+    return [x for pair in flags.items() for x in pair]
+
+
+def loadgen_summary(proc: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
+    """Wait for a `codec-loadgen` run; its JSON summary, or raise if it failed."""
+    out, _ = proc.communicate(timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"codec-loadgen exited {proc.returncode}")
+    summary: dict[str, Any] = json.loads(out)
+    return summary
+
+
+def fill_topic(bootstrap: str, topic: str, codec: str, count: int) -> dict[str, Any]:
+    """Produce `count` events with `codec-loadgen --rate 0 --count N` (unthrottled)."""
+    cmd = loadgen_cmd(bootstrap, topic, codec, "--rate", "0", "--count", str(count))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    return loadgen_summary(proc, timeout=600)
+
+
+def _bare_drain(
+    consumer: Any, decode: Callable[[bytes], Any], shared: Any, batch: int, t: float
+) -> None:
+    consume, n = consumer.consume, 0
+    while not shared[_STOP]:
+        msgs = consume(batch, t)
+        for m in msgs:
+            decode(m.value())
+        n += len(msgs)
+        shared[_DONE] = n
+
+
+def _bare_timed(
+    consumer: Any, decode: Callable[[bytes], Any], shared: Any, batch: int, t: float
+) -> array[int]:
+    consume, n, lat = consumer.consume, 0, array("q")
+    append = lat.append
+    while not shared[_STOP]:
+        msgs = consume(batch, t)
+        for m in msgs:
+            decode(m.value())
+        now = time.time_ns()  # "processed": after the batch, as the worker stamps it
+        for m in msgs:
+            for key, value in m.headers():
+                if key == SENT_NS:  # the load generator writes it first: one compare
+                    append(now - int(value))
+                    break
+        n += len(msgs)
+        shared[_DONE] = n
+    return lat
+
+
+def _latency_figures(lat_ns: array[int]) -> dict[str, Any]:
+    """The latencies bucketed as the worker buckets them, plus exact quantiles."""
+    secs = np.frombuffer(lat_ns, dtype=np.int64) * 1e-9
+    bounds = np.asarray(LATENCY_BUCKETS)
+    # side="right" is the worker's `bisect_right`: equal values go one bucket up.
+    idx = np.searchsorted(bounds, secs, side="right")
+    counts = np.bincount(idx, minlength=len(bounds) + 1).tolist()
+    exact = np.quantile(secs, [0.5, 0.99]).tolist() if len(secs) else [None, None]
+    return {"counts": counts, "exact_p50_s": exact[0], "exact_p99_s": exact[1]}
+
+
+def bare_main(
+    bootstrap: str,
+    topic: str,
+    codec: str,
+    batch: int,
+    timeout: float,
+    shared: Any,
+    results: Any,
+) -> None:
+    """The bare loop's process (see `bench_worker`); `results` None: no latencies."""
+    from confluent_kafka import Consumer
+
+    decode = get_codec(codec, PROFILE).decode_unchecked  # type: ignore[arg-type]
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "group.id": f"bench-bare-{uuid.uuid4().hex[:8]}",
+        "auto.offset.reset": "earliest",
+    }
+    consumer = Consumer(conf)
+
+    def assigned(_consumer: Any, _partitions: list[Any]) -> None:
+        shared[_ASSIGNED] = 1  # librdkafka assigns them itself after this returns
+
+    consumer.subscribe([topic], on_assign=assigned)
+    try:
+        if results is None:
+            _bare_drain(consumer, decode, shared, batch, timeout)
+        else:
+            lat = _bare_timed(consumer, decode, shared, batch, timeout)
+            results.send(_latency_figures(lat))
+    finally:
+        consumer.close()
+
+
+class BareConsumer:
+    """The bare loop in its own (spawned) process; progress in shared memory.
+
+    Spawned, not forked: the harness already runs librdkafka threads (topic admin),
+    and a fork copies their locks in whatever state they are.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        codec: str,
+        batch: int,
+        timeout_s: float,
+        *,
+        latencies: bool = False,
+    ) -> None:
+        ctx = mp.get_context("spawn")
+        self._shared = ctx.RawArray("q", 3)
+        self._recv: Connection | None = None
+        send: Connection | None = None
+        if latencies:
+            self._recv, send = ctx.Pipe(duplex=False)
+        args = (bootstrap, topic, codec, batch, timeout_s, self._shared, send)
+        self._proc = ctx.Process(target=bare_main, args=args, daemon=True)
+        self._proc.start()
+        assert self._proc.pid is not None
+        self.pid: int = self._proc.pid
+
+    def progress(self) -> int:
+        """Messages consumed so far (raises if the process died)."""
+        if not self._proc.is_alive():
+            raise RuntimeError(f"bare loop exited {self._proc.exitcode}")
+        return int(self._shared[_DONE])
+
+    def ready(self) -> bool:
+        """True once the group assigned it partitions."""
+        self.progress()  # raises if the process died
+        return bool(self._shared[_ASSIGNED])
+
+    def latencies(self, timeout: float = 60) -> dict[str, Any]:
+        """Stop the loop and return its latency figures (`_latency_figures`)."""
+        assert self._recv is not None, "started without latencies=True"
+        self._shared[_STOP] = 1
+        if not self._recv.poll(timeout):
+            raise TimeoutError("the bare loop sent no latencies")
+        figures: dict[str, Any] = self._recv.recv()
+        return figures
+
+    def close(self) -> None:
+        self._shared[_STOP] = 1
+        self._proc.join(10)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join()
+
+
+class WorkerProcess:
+    """`python -m service --logic noop` with metrics on a free port."""
+
+    def __init__(
+        self, bootstrap: str, topic: str, codec: str, batch_size: int | None
+    ) -> None:
+        self.port = free_port()
+        self.codec = codec
+        flags = {
+            "--bootstrap-servers": bootstrap,
+            "--topic": topic,
+            "--group": f"bench-worker-{uuid.uuid4().hex[:8]}",
+            "--codec": codec,
+            "--schema": PROFILE,
+            "--logic": "noop",
+            "--metrics-port": str(self.port),
+            "--log-level": "warning",
+        }
+        if batch_size is not None:
+            flags["--batch-size"] = str(batch_size)
+        cmd = [sys.executable, "-m", "service", *_flat(flags)]
+        # Its log lines go to our stderr: stdout may carry the --json result.
+        self._proc = subprocess.Popen(
+            cmd, stdout=sys.stderr, preexec_fn=die_with_parent()
+        )
+        self.pid = self._proc.pid
+
+    def _get(self, path: str) -> tuple[int, str]:
+        if self._proc.poll() is not None:
+            raise RuntimeError(f"worker exited {self._proc.returncode}")
+        url = f"http://127.0.0.1:{self.port}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, ""
+        except OSError:
+            return 0, ""
+
+    def _families(self) -> dict[str, Any]:
+        status, text = self._get("/metrics")
+        if status != 200:
+            return {}
+        fams = {f.name: f for f in text_string_to_metric_families(text)}
+        info = fams.get("worker_info")
+        # free_port may race: make sure our worker, not a stranger, answers.
+        if info is None or info.samples[0].labels.get("codec") != self.codec:
+            return {}
+        return fams
+
+    def progress(self) -> int:
+        """`worker_messages_total`, every outcome (0 until it serves metrics)."""
+        fam = self._families().get("worker_messages")
+        return int(sum(s.value for s in fam.samples)) if fam else 0
+
+    def ready(self) -> bool:
+        """True once `/readyz` answers 200 (partitions assigned)."""
+        return self._get("/readyz")[0] == 200 and bool(self._families())
+
+    def e2e_buckets(self) -> list[float]:
+        """`worker_e2e_latency_seconds` per bucket (not cumulative), overflow last."""
+        fam = self._families().get("worker_e2e_latency_seconds")
+        cum = {
+            float(s.labels["le"]): s.value
+            for s in (fam.samples if fam else ())
+            if s.name.endswith("_bucket")
+        }
+        if not cum:
+            return [0.0] * (len(LATENCY_BUCKETS) + 1)
+        assert tuple(sorted(cum))[:-1] == LATENCY_BUCKETS, "unexpected latency buckets"
+        running = [cum[b] for b in sorted(cum)]
+        return [c - p for c, p in zip(running, [0.0, *running[:-1]], strict=True)]
+
+    def close(self) -> None:
+        self._proc.terminate()
+        try:
+            self._proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+def latency_ms(counts: Sequence[float], q: float) -> float | None:
+    """The `q` quantile, in ms, of counts over `LATENCY_BUCKETS` (overflow last)."""
+    value = quantile(LATENCY_BUCKETS, counts, q)
+    return None if value is None else round(value * 1e3, 3)
+
+
+def wait_until(what: str, done: Callable[[], bool], timeout: float) -> None:
+    """Poll `done` until it is true; TimeoutError naming `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {timeout:.0f} s")
+        time.sleep(_PRESTART_POLL_S)
+
+
+def measure_drain(
+    pid: int, progress: Callable[[], int], total: int, interval: float, limit: float
+) -> dict[str, float]:
+    """CPU and progress of `pid` from its first message until `total` are done.
+
+    Start-up is excluded: the first sample is the first that sees progress (polled
+    every 50 ms); the messages counted there are excluded too, with their CPU. The
+    next sample comes `interval` later, and each later one at the end predicted
+    from the rate so far (0.25 to 2 s ahead): a worker sample is a
+    /metrics scrape costing it ~4 ms of CPU, so a drain is charged 2 to 6 of them
+    whatever its length, and the idle polling after the end stays short.
+    """
+    deadline = time.monotonic() + limit
+    n = 0
+    while n <= 0:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"pid {pid}: no message in {limit:.0f} s")
+        time.sleep(_PRESTART_POLL_S)
+        n = progress()
+    cpu0, t0, n0, samples, delay = cpu_seconds(pid), time.monotonic(), n, 1, interval
+    while n < total:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"pid {pid}: {n} of {total} messages in {limit:.0f} s")
+        time.sleep(delay)
+        n, cpu, now, samples = (
+            progress(),
+            cpu_seconds(pid),
+            time.monotonic(),
+            samples + 1,
+        )
+        rate = (n - n0) / (now - t0)
+        delay = (
+            interval
+            if rate <= 0
+            else min(max((total - n) / rate, _MIN_SLEEP_S), _MAX_SLEEP_S)
+        )
+    if n == n0:
+        raise RuntimeError(f"pid {pid} drained the topic before the first sample")
+    return {
+        "messages": n - n0,
+        "cpu_s": round(cpu - cpu0, 3),
+        "wall_s": round(now - t0, 3),
+        "samples": samples,
+        "msgs_per_cpu_s": round((n - n0) / max(cpu - cpu0, 1e-9)),
+    }
