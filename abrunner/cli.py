@@ -20,23 +20,16 @@ from typing import Final
 from rich.console import Console
 from rich.table import Table
 
+import service.flags as commands
 from abrunner import runner
 from abrunner.config import TOOL, AbSettings
 from abrunner.plan import Plan, Profile
 from abrunner.report import table, write
 from abrunner.results import CaseResult, Report
 from service.errors import ConfigError
-from service.flags import (
-    KAFKA_FLAGS,
-    Flag,
-    add_common,
-    add_flags,
-    load_from_args,
-    print_config,
-)
+from service.flags import KAFKA_FLAGS, Flag, add_flags
 
 _FLAGS: Final = (
-    *KAFKA_FLAGS,
     Flag("--codecs", ("codecs",), "comma-separated codec keys", default="all six"),
     Flag("--rate", ("rate",), "messages per second", float),
     Flag("--duration", ("duration",), "measured seconds per codec", float),
@@ -80,19 +73,20 @@ _FLAGS: Final = (
         "read each topic back to check the run's x-seq coverage",
         boolean=True,
     ),
+    *KAFKA_FLAGS,
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The `codec-ab` argument parser; every help text states default and variable."""
-    parser = argparse.ArgumentParser(
-        prog="codec-ab",
-        description="Compare codecs on real Kafka: a worker per codec under the same "
-        "load, then one side-by-side report (report.md, report.json, PNG charts). "
-        "Without a broker address it starts the local Kafka. Precedence: defaults < "
-        "--config TOML ([kafka], [ab]) < environment (KAFKA_*, AB_*) < flags.",
+    parser = commands.command_parser(
+        "codec-ab",
+        "Compare codecs on real Kafka: a worker per codec under the same load, then "
+        "one side-by-side report (report.md, report.json, PNG charts). Without a "
+        "broker address it starts the local Kafka. Precedence: defaults < --config "
+        "TOML ([kafka], [ab]) < environment (KAFKA_*, AB_*) < flags.",
+        TOOL,
     )
-    add_common(parser, TOOL)
     add_flags(parser, _FLAGS, AbSettings, TOOL)
     return parser
 
@@ -107,37 +101,30 @@ def plan_from_settings(s: AbSettings) -> Plan:
     if s.large_bytes:
         profiles = [p for p in profiles if p.schema != "large"]
         profiles += [Profile("large", size) for size in s.large_bytes]
+    same = {"rate", "duration", "warmup", "repeat", "max_mode", "max_messages"}
     return Plan(
+        **s.model_dump(include=same | {"partitions", "verify"}),
         codecs=tuple(s.codecs),
         profiles=tuple(profiles),
-        rate=s.rate,
-        duration=s.duration,
-        warmup=s.warmup,
-        repeat=s.repeat,
-        max_mode=s.max_mode,
-        max_messages=s.max_messages,
-        partitions=s.partitions,
         baseline=s.chosen_baseline,
         out=str(s.out),
         # --worker-arg=--batch-size=1000 is two worker arguments.
         worker_args=tuple(w for a in s.worker_args for w in a.split("=", 1)),
-        verify=s.verify,
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the A/B; 0 when every case ran and lost nothing, 1 otherwise, 2 bad flags."""
     args = build_parser().parse_args(argv)
-    console = Console(stderr=True)
+    settings = commands.settings_or_status(AbSettings, TOOL, args, _FLAGS)
+    if isinstance(settings, int):
+        return settings
     try:
-        settings = load_from_args(AbSettings, TOOL, args, _FLAGS)
         plan = plan_from_settings(settings)
     except ConfigError as exc:
-        print(exc, file=sys.stderr)  # one line per problem, never re-wrapped
+        print(exc, file=sys.stderr)
         return 2
-    if args.print_config:
-        print_config(settings, TOOL)
-        return 0
+    console = Console(stderr=True)
     report = runner.run(plan, settings.bootstrap, console)
     paths = write(report, plan.out_dir)
     _print_tables(report)

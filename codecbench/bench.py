@@ -23,7 +23,7 @@ from typing import Any, Final, cast
 
 import msgspec
 
-from codecbench import allocation, sampling
+from codecbench.allocation import malloc_held, traced
 from codecbench.results import (
     Alloc,
     BenchReport,
@@ -32,6 +32,13 @@ from codecbench.results import (
     Method,
     OpResult,
     Spread,
+)
+from codecbench.sampling import (
+    Sample,
+    measure,
+    time_calls,
+    time_decode_read,
+    time_empty,
 )
 from loadgen.payloads import DEFAULT_LARGE_BYTES, make_payloads
 from service import __version__
@@ -93,8 +100,8 @@ def _frozen_heap() -> Iterator[None]:
         gc.unfreeze()
 
 
-def _op(sample: sampling.Sample, method: Method, alloc: Alloc) -> OpResult:
-    us, loops, gc_rate = sampling.measure(
+def _op(sample: Sample, method: Method, alloc: Alloc) -> OpResult:
+    us, loops, gc_rate = measure(
         sample,
         min_time_s=method.min_time_s,
         warmups=method.warmups,
@@ -121,24 +128,22 @@ def measure_case(codec_name: CodecName, pool: Pool, method: Method) -> CaseResul
 
     with _frozen_heap():
         encode = codec.encode
-        encode_alloc = allocation.traced(encode, natives[: method.alloc_calls])
-        encode_op = _op(
-            sampling.time_calls(encode, cycle(natives)), method, encode_alloc
-        )
+        encode_alloc = traced(encode, natives[: method.alloc_calls])
+        encode_op = _op(time_calls(encode, cycle(natives)), method, encode_alloc)
     del natives
     gc.collect()
 
     decode = codec.decode_unchecked
-    decode_alloc = allocation.traced(decode, first)
-    decode_op = _op(sampling.time_calls(decode, cycle(wire)), method, decode_alloc)
+    decode_alloc = traced(decode, first)
+    decode_op = _op(time_calls(decode, cycle(wire)), method, decode_alloc)
 
     def decode_read(data: bytes) -> object:
         obj = decode(data)
         step(obj, totals)
         return obj
 
-    read_alloc = allocation.traced(decode_read, first)
-    read_sample = sampling.time_decode_read(decode, step, totals, cycle(wire))
+    read_alloc = traced(decode_read, first)
+    read_sample = time_decode_read(decode, step, totals, cycle(wire))
     return CaseResult(
         codec=codec_name,
         profile=pool.schema,
@@ -146,7 +151,7 @@ def measure_case(codec_name: CodecName, pool: Pool, method: Method) -> CaseResul
         decode=decode_op,
         decode_read=_op(read_sample, method, read_alloc),
         encode=encode_op,
-        malloc_held_bytes=allocation.malloc_held(decode, first),
+        malloc_held_bytes=malloc_held(decode, first),
     )
 
 
@@ -242,8 +247,8 @@ def run(
         alloc_calls=alloc_calls,
     )
     names, schemas = check_codecs(codecs), check_profiles(profiles)
-    overhead, _, _ = sampling.measure(
-        sampling.time_empty(cycle([b""] * pool_size)),
+    overhead, _, _ = measure(
+        time_empty(cycle([b""] * pool_size)),
         min_time_s=min_time_s,
         warmups=warmups,
         repeats=repeats,

@@ -26,10 +26,9 @@ from service.errors import ConfigError
 from service.flags import (
     KAFKA_FLAGS,
     Flag,
-    add_common,
     add_flags,
-    load_from_args,
-    print_config,
+    command_parser,
+    settings_or_status,
 )
 
 
@@ -121,14 +120,13 @@ RECORD_FLAGS: Final = (*KAFKA_FLAGS, *_RECORD)
 
 def build_parser() -> argparse.ArgumentParser:
     """The produce/replay parser; help texts state defaults and variables."""
-    parser = argparse.ArgumentParser(
-        prog="codec-loadgen",
-        description="Produce paced, header-stamped traffic to Kafka with any codec, "
-        "or replay a recording (see 'codec-loadgen record --help'). Precedence: "
-        "defaults < --config TOML ([kafka], [loadgen]) < environment (KAFKA_*, "
-        "LOADGEN_*) < flags.",
+    parser = command_parser(
+        "codec-loadgen",
+        "Produce paced, header-stamped traffic to Kafka with any codec, or replay a "
+        "recording (see 'codec-loadgen record --help'). Precedence: defaults < "
+        "--config TOML ([kafka], [loadgen]) < environment (KAFKA_*, LOADGEN_*) < flags.",
+        TOOL,
     )
-    add_common(parser, TOOL)
     add_flags(parser, RUN_FLAGS, LoadgenSettings, TOOL)
     parser.add_argument(
         "--json",
@@ -142,14 +140,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def build_record_parser() -> argparse.ArgumentParser:
     """The `record` subcommand's parser."""
-    parser = argparse.ArgumentParser(
-        prog="codec-loadgen record",
-        description="Capture a topic's messages (keys, values, headers, timestamps, "
-        "partitions) into a recording file for --replay.",
+    parser = command_parser(
+        "codec-loadgen record",
+        "Capture a topic's messages (keys, values, headers, timestamps, partitions) "
+        "into a recording file for --replay.",
+        TOOL,
     )
-    add_common(parser, TOOL)
-    add_flags(parser, RECORD_FLAGS, LoadgenSettings, TOOL)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_flags(parser, RECORD_FLAGS, LoadgenSettings, TOOL)
     return parser
 
 
@@ -175,14 +173,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_record_parser() if recording else build_parser()
     args = parser.parse_args(argv[1:] if recording else argv)
     flags = RECORD_FLAGS if recording else RUN_FLAGS
-    try:
-        settings = load_from_args(LoadgenSettings, TOOL, args, flags)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    if args.print_config:
-        print_config(settings, TOOL)
-        return 0
+    settings = settings_or_status(LoadgenSettings, TOOL, args, flags)
+    if isinstance(settings, int):
+        return settings
     try:
         if recording:
             return _record(settings, as_json=args.json)

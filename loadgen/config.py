@@ -9,9 +9,7 @@ from and what is allowed.
 
 from __future__ import annotations
 
-import os
 import secrets
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
@@ -21,7 +19,7 @@ from loadgen.payloads import DEFAULT_LARGE_BYTES
 from service.codecs import REAL_CODECS, CodecName
 from service.connection import KafkaConnection, refuse_keys
 from service.schemas import SchemaName
-from service.settings import load
+from service.settings import loader
 
 TOOL: Final = "loadgen"
 
@@ -164,29 +162,6 @@ class LoadgenSettings(BaseModel):
         }
 
 
-def load_settings(
-    overrides: Mapping[str, Any] | None = None,
-    *,
-    config_file: Path | None = None,
-    environ: Mapping[str, str] | None = None,
-    flag_names: Mapping[tuple[str, ...], str] | None = None,
-) -> LoadgenSettings:
-    """Build the settings from every source.
-
-    Args:
-        overrides: values from command-line flags (highest precedence).
-        config_file: a TOML file (`[kafka]`, `[loadgen]`).
-        environ: the environment (default: `os.environ`).
-        flag_names: each overridden path's flag, for error messages.
-
-    Raises:
-        ConfigError: naming the setting, the value, its source and the rule.
-    """
-    return load(
-        LoadgenSettings,
-        TOOL,
-        flags=overrides,
-        flag_names=flag_names,
-        config_file=config_file,
-        environ=os.environ if environ is None else environ,
-    )
+load_settings: Final = loader(LoadgenSettings, TOOL)
+"""`load_settings(overrides=None, config_file=..., environ=...)`: the settings from
+every source; raises `ConfigError` naming the setting, value, source and rule."""

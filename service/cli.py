@@ -23,10 +23,9 @@ from service.errors import ConfigError
 from service.flags import (
     KAFKA_FLAGS,
     Flag,
-    add_common,
     add_flags,
-    load_from_args,
-    print_config,
+    command_parser,
+    settings_or_status,
 )
 
 _FLAGS: Final = (
@@ -102,13 +101,13 @@ _FLAGS: Final = (
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser; help texts state defaults and environment variables."""
-    parser = argparse.ArgumentParser(
-        prog="codec-worker",
-        description="Consume a Kafka topic, decode with the chosen codec, run the "
-        "stub logic, export metrics. Precedence: defaults < --config TOML ([kafka], "
-        "[worker.*]) < environment (KAFKA_*, WORKER_*) < flags.",
+    parser = command_parser(
+        "codec-worker",
+        "Consume a Kafka topic, decode with the chosen codec, run the stub logic, "
+        "export metrics. Precedence: defaults < --config TOML ([kafka], [worker.*]) "
+        "< environment (KAFKA_*, WORKER_*) < flags.",
+        TOOL,
     )
-    add_common(parser, TOOL)
     add_flags(parser, _FLAGS, Settings, TOOL)
     parser.add_argument("--list-codecs", action="store_true", help="list codecs, exit")
     return parser
@@ -131,14 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list_codecs:
         print(_list_codecs())
         return 0
-    try:
-        settings = load_from_args(Settings, TOOL, args, _FLAGS)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    if args.print_config:
-        print_config(settings, TOOL)
-        return 0
+    settings = settings_or_status(Settings, TOOL, args, _FLAGS)
+    if isinstance(settings, int):
+        return settings
     if settings.processing.processes > 1:
         return _supervise(settings, list(sys.argv[1:] if argv is None else argv))
     return _run(settings)

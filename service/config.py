@@ -8,9 +8,6 @@ are errors at every level, so a typo such as `grup_id` fails loudly.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -18,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from service.codecs import CodecName, JsonCodecName
 from service.connection import KafkaConnection, refuse_keys
 from service.schemas import SchemaName
-from service.settings import load, printable
+from service.settings import loader, printable
 
 TOOL: Final = "worker"
 
@@ -148,29 +145,6 @@ class Settings(BaseModel):
         return printable(self, TOOL)
 
 
-def load_settings(
-    overrides: Mapping[str, Any] | None = None,
-    *,
-    config_file: Path | None = None,
-    environ: Mapping[str, str] | None = None,
-    flag_names: Mapping[tuple[str, ...], str] | None = None,
-) -> Settings:
-    """Build the worker's settings from every source.
-
-    Args:
-        overrides: nested values from command-line flags (highest precedence).
-        config_file: a TOML file (`[kafka]`, `[worker.<section>]`).
-        environ: the environment (default: `os.environ`).
-        flag_names: each overridden path's flag, for error messages.
-
-    Raises:
-        ConfigError: with a message naming the field, the value and the rule.
-    """
-    return load(
-        Settings,
-        TOOL,
-        flags=overrides,
-        flag_names=flag_names,
-        config_file=config_file,
-        environ=os.environ if environ is None else environ,
-    )
+load_settings: Final = loader(Settings, TOOL)
+"""`load_settings(overrides=None, config_file=..., environ=...)`: the settings from
+every source; raises `ConfigError` naming the setting, value, source and rule."""

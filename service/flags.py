@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -187,6 +186,29 @@ def overrides(args: argparse.Namespace, flags: Sequence[Flag]) -> dict[str, Any]
     return tree
 
 
+def command_parser(prog: str, description: str, tool: str) -> argparse.ArgumentParser:
+    """A command's parser with what every command has (see `add_common`)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    add_common(parser, tool)
+    return parser
+
+
+def settings_or_status(
+    model: type[M], tool: str, args: argparse.Namespace, flags: Sequence[Flag]
+) -> M | int:
+    """The command's settings, or its exit status when it has nothing more to do:
+    2 after printing a configuration error, 0 after `--print-config`."""
+    try:
+        settings = load_from_args(model, tool, args, flags)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)  # one line per problem, never re-wrapped
+        return 2
+    if args.print_config:
+        print_config(settings, tool)
+        return 0
+    return settings
+
+
 def load_from_args(
     model: type[M],
     tool: str,
@@ -205,7 +227,7 @@ def load_from_args(
         flags=overrides(args, flags),
         flag_names={f.path: f.flag for f in flags},
         config_file=args.config,
-        environ=os.environ if environ is None else environ,
+        environ=environ,
     )
 
 

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, TypeVar, get_args, get_origin
 
@@ -195,7 +196,7 @@ def load(
     flags: Mapping[str, Any] | None = None,
     flag_names: Mapping[Path_, str] | None = None,
     config_file: Path | None = None,
-    environ: Mapping[str, str],
+    environ: Mapping[str, str] | None = None,
 ) -> M:
     """Build `model` (a tool's root settings, with a `kafka` field) from every source.
 
@@ -205,7 +206,7 @@ def load(
         flags: nested values from the command line (highest precedence).
         flag_names: the flag of each settings path, named in error messages.
         config_file: the TOML file (`--config`).
-        environ: the environment.
+        environ: the environment (default: `os.environ`).
 
     Raises:
         ConfigError: one line per problem (see `format_errors`).
@@ -215,7 +216,7 @@ def load(
         kafka, own = _read_toml(config_file, tool)
         tree.merge({KAFKA: kafka}, f"{config_file} [kafka]")
         tree.merge(own, f"{config_file} [{tool}]")
-    _read_env(model, tool, environ, tree)
+    _read_env(model, tool, os.environ if environ is None else environ, tree)
     names = flag_names or {}
     for path, value in _flatten(flags or {}):
         tree.set(path, value, f"flag {names.get(path, '/'.join(path))}")
@@ -223,6 +224,15 @@ def load(
         return model.model_validate(tree.values)
     except ValidationError as exc:
         raise ConfigError(format_errors(exc, tool, tree)) from None
+
+
+def loader(model: type[M], tool: str) -> Callable[..., M]:
+    """`load` bound to one tool: `load_settings(overrides=None, **sources)`."""
+
+    def load_settings(overrides: Mapping[str, Any] | None = None, **sources: Any) -> M:
+        return load(model, tool, flags=overrides, **sources)
+
+    return load_settings
 
 
 def _flatten(data: Mapping[str, Any], prefix: Path_ = ()) -> list[tuple[Path_, Any]]:

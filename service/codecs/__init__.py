@@ -16,14 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final, Literal, get_args
 
-import msgspec
-from google.protobuf.message import Message
-from pydantic import BaseModel
-
 from service.codecs.auto import AutoCodec
 from service.codecs.base import JSON, MSGPACK, PROTOBUF, Codec, as_decode_error
+from service.codecs.convert import native_to_builtins
 from service.codecs.msgspec_codec import MsgspecJsonCodec, MsgspecMsgpackCodec
-from service.codecs.protobuf_codec import ProtobufCodec, message_to_builtins
+from service.codecs.protobuf_codec import ProtobufCodec
 from service.codecs.pydantic_json import (
     OrjsonPydanticCodec,
     PydanticJsonCodec,
@@ -106,15 +103,3 @@ def get_codec(
     }
     output = get_codec(auto_output or auto_json, schema)
     return AutoCodec(by_type, output)
-
-
-def native_to_builtins(obj: Any) -> dict[str, Any]:
-    """Any codec's native object as dicts, lists and scalars (slow, for tooling)."""
-    if isinstance(obj, msgspec.Struct):
-        out: dict[str, Any] = msgspec.to_builtins(obj)
-        return out
-    if isinstance(obj, BaseModel):
-        return obj.model_dump()
-    if isinstance(obj, Message):
-        return message_to_builtins(obj)
-    raise TypeError(f"not a native message object: {type(obj).__name__}")

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from service.codecs.base import JSON, MSGPACK, PROTOBUF, Codec, safe_decode
+from service.codecs.convert import native_to_builtins
 from service.errors import DecodeError
 
 _ALIASES: Final[dict[str, str]] = {
@@ -76,8 +77,6 @@ class AutoCodec:
         return self._output.encode(self._convert(obj))
 
     def to_builtins(self, obj: Any, /) -> dict[str, Any]:
-        from service.codecs import native_to_builtins
-
         return native_to_builtins(obj)
 
     def from_builtins(self, data: dict[str, Any], /) -> Any:

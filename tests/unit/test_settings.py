@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from abrunner.cli import main as ab_main
 from loadgen.cli import main as loadgen_main
 from loadgen.config import load_settings as load_loadgen
 from service.cli import main as worker_main
@@ -78,7 +79,8 @@ class TestOneFile:
         assert (loadgen.topic, loadgen.rate) == ("orders-l", 1234.0)
 
     @pytest.mark.parametrize(
-        ("main", "tool"), [(worker_main, "worker"), (loadgen_main, "loadgen")]
+        ("main", "tool"),
+        [(worker_main, "worker"), (loadgen_main, "loadgen"), (ab_main, "ab")],
     )
     def test_print_config_shows_the_kafka_section(
         self, main: Main, tool: str, shared: Path, capsys: pytest.CaptureFixture[str]

@@ -1,0 +1,23 @@
+"""Any codec's native object as plain data: for tooling and re-encoding, never hot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from google.protobuf.message import Message
+from pydantic import BaseModel
+
+from service.codecs.protobuf_codec import message_to_builtins
+
+
+def native_to_builtins(obj: Any) -> dict[str, Any]:
+    """Any codec's native object as dicts, lists and scalars (slow, for tooling)."""
+    if isinstance(obj, msgspec.Struct):
+        out: dict[str, Any] = msgspec.to_builtins(obj)
+        return out
+    if isinstance(obj, BaseModel):
+        return obj.model_dump()
+    if isinstance(obj, Message):
+        return message_to_builtins(obj)
+    raise TypeError(f"not a native message object: {type(obj).__name__}")

@@ -1,0 +1,100 @@
+"""The tree reads as the architecture: one-way imports, no cycles, small modules."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+LAYERS = {"service": 0, "loadgen": 1, "localkafka": 1, "codecbench": 2, "abrunner": 3}
+"""A package may import only packages of a lower layer (and its own)."""
+
+ALLOWED_ACROSS = {("abrunner", "localkafka")}
+"""The runner starts the local broker; nothing else crosses within a layer."""
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for package in LAYERS:
+        for path in (ROOT / package).rglob("*.py"):
+            if path.name.endswith(("_pb2.py", "_pb2.pyi")):
+                continue
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def imports(path: Path, known: dict[str, Path]) -> set[str]:
+    """The project modules `path` imports, anywhere in it (functions too)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        out |= {n for n in names if n in known}
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    # A module importing its own package (for a sibling) is not a dependency on it.
+    return {
+        m: {t for t in imports(p, known) if t != m and not m.startswith(t + ".")}
+        for m, p in known.items()
+    }
+
+
+class TestLayout:
+    """Each top-level package is one part; dependencies flow one way."""
+
+    def test_imports_flow_one_way(self) -> None:
+        upward = [
+            (m, t)
+            for m, targets in graph().items()
+            for t in targets
+            if (a := m.split(".")[0]) != (b := t.split(".")[0])
+            and LAYERS[b] >= LAYERS[a]
+            and (a, b) not in ALLOWED_ACROSS
+        ]
+        assert upward == []
+
+    def test_no_import_cycle(self) -> None:
+        edges, state, cycles = graph(), {}, []
+
+        def visit(node: str, path: list[str]) -> None:
+            state[node] = "open"
+            for nxt in sorted(edges[node]):
+                if state.get(nxt) == "open":
+                    cycles.append([*path[path.index(nxt) :], nxt])
+                elif nxt not in state:
+                    visit(nxt, [*path, nxt])
+            state[node] = "done"
+
+        for node in sorted(edges):
+            if node not in state:
+                visit(node, [node])
+        assert cycles == []
+
+    @pytest.mark.parametrize("package", sorted(LAYERS))
+    def test_modules_stay_small(self, package: str) -> None:
+        sizes = {
+            str(p.relative_to(ROOT)): len(p.read_text().splitlines())
+            for name, p in modules().items()
+            if name.split(".")[0] == package
+        }
+        assert {f: n for f, n in sizes.items() if n > 400} == {}
+
+    def test_no_formatter_escapes(self) -> None:
+        escaped = [
+            str(p.relative_to(ROOT))
+            for folder in (*LAYERS, "tests")
+            for p in (ROOT / folder).rglob("*.py")
+            if "fmt: " + "skip" in p.read_text() or "fmt: " + "off" in p.read_text()
+        ]
+        assert escaped == []
