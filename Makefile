@@ -67,6 +67,9 @@ bench: setup  ## Worker vs a bare per-message loop for every wire codec, msgs pe
 bench-fixed-rate: setup  ## Worker vs a bare loop on the same 40k msg/s traffic: CPU and latency
 	$(PY) -m tests.perf.bench_worker --fixed-rate
 
+bench-gc: setup  ## What the GC policy (freeze, thresholds, collect between batches) does per codec
+	$(PY) -m tests.perf.bench_gc
+
 codec-bench: setup  ## In-process decode/encode cost per codec and profile (no Kafka)
 	$(PY) -m codecbench
 
@@ -88,4 +91,4 @@ down:  ## Stop the compose stack and drop its volumes
 clean:  ## Remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-fixed-rate codec-bench bench-loadgen kafka-start kafka-stop up down clean
+.PHONY: help ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-fixed-rate bench-gc codec-bench bench-loadgen kafka-start kafka-stop up down clean

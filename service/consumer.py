@@ -130,11 +130,11 @@ class BatchLoop:
         codec_for, limit, every = self._codec_for, self._limit, self._decode_every
         clock, countdown = perf_counter_ns, self._countdown
         poison: list[Poison] | None = None
-        ok = nbytes = errors = 0
+        nbytes = errors = 0
         t0 = t1 = 0
         for m in msgs:
             value = m.value()
-            if value is None or m.error() is not None or len(value) > limit:
+            if value is None or m.error() is not None or (size := len(value)) > limit:
                 if m.error() is not None:
                     errors += 1
                     self._consumer_error(m.error())
@@ -171,9 +171,9 @@ class BatchLoop:
                     handle_ns.append(clock() - t1)
             if emit is not None:
                 emit(m, obj)
-            nbytes += len(value)
-            ok += 1
+            nbytes += size
         self._countdown = countdown
+        ok = len(msgs) - errors - (len(poison) if poison else 0)
         return ok, nbytes, poison, errors
 
     # -- confirmation, offsets, errors ---------------------------------------------------
