@@ -34,11 +34,12 @@ RUN pip install --require-hashes -r requirements/bootstrap.txt \
 
 # The project's wheel. Build requirements ([build-system] in pyproject.toml) must match
 # the hashes pinned in the dev lock.
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY service/ service/
 COPY loadgen/ loadgen/
 COPY abrunner/ abrunner/
 COPY localkafka/ localkafka/
+COPY codecbench/ codecbench/
 RUN uv build --wheel --python /usr/local/bin/python --out-dir /dist \
       --build-constraints requirements/dev.txt --require-hashes .
 

@@ -2,10 +2,10 @@
 # Installs the system tools the deploy checks need, only where they are missing:
 #   prometheus, promtool  Debian's `prometheus` (tests/integration/test_prometheus.py)
 #   docker-compose        Debian's `docker-compose` (`docker-compose config -q` in
-#                         tests/unit/test_deploy.py; no Docker engine is needed)
+#                         tests/deploy/; no Docker engine is needed)
 #   kustomize             only when neither `kustomize` nor `kubectl kustomize` works:
 #                         built from its Go module when Go is present (else the k8s
-#                         build checks in tests/unit/test_deploy.py are skipped)
+#                         build checks in tests/deploy/ are skipped)
 # Idempotent and quiet: prints nothing and exits 0 when everything is present; shows
 # the tools' output only when they fail. Runs as root, or through sudo. Targets Debian
 # bookworm (apt-get).

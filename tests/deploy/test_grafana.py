@@ -51,6 +51,18 @@ class TestGrafana:
             uids.add(dash["uid"])
         assert len(uids) == len(DASHBOARD_FILES)
 
+    def test_panels_fit_the_grid_without_overlapping(self) -> None:
+        """Every panel lies inside Grafana's 24 columns and covers no other panel."""
+        for path, dash in dashboards():
+            owner: dict[tuple[int, int], str] = {}
+            for panel in dash["panels"]:
+                pos, title = panel["gridPos"], panel["title"]
+                assert pos["x"] >= 0 and pos["x"] + pos["w"] <= 24, title
+                for x in range(pos["x"], pos["x"] + pos["w"]):
+                    for y in range(pos["y"], pos["y"] + pos["h"]):
+                        assert (x, y) not in owner, f"{path.name}: {title} {owner}"
+                        owner[x, y] = title
+
     def test_panels_query_through_the_datasource_variable(self) -> None:
         """Every panel and variable uses ${datasource}, so any Prometheus works."""
         for path, dash in dashboards():
@@ -127,11 +139,36 @@ class TestGrafana:
             "process_resident_memory_bytes",
             "worker_consumer_lag_messages",
             "worker_dead_letters_total",
+            "worker_gc_seconds_total",
+            "worker_gc_collections_total",
             "loadgen_target_rate",
             "loadgen_achieved_rate",
         ):
             assert name in used, name
         assert {"codec", "instance"} <= {v["name"] for v in template_variables(dash)}
+
+    def test_summary_stats_are_one_value_per_codec(self) -> None:
+        """Each summary stat aggregates to the codec alone: codecs sit side by side.
+
+        A stat grouped by instance or generation too would show several values per
+        codec, and one without a grouping would mix the codecs into one.
+        """
+        dash = json.loads((GRAFANA_DIR / "dashboards" / "codec-ab.json").read_text())
+        stats = [p for p in panels(dash) if p["type"] == "stat"]
+        assert stats
+        for panel in stats:
+            for target in panel["targets"]:
+                groupings = re.findall(
+                    r"\b(?:by|without)\s*\(([^)]*)\)", target["expr"]
+                )
+                labels = [
+                    {g.strip() for g in grouping.split(",")} for grouping in groupings
+                ]
+                assert labels, panel["title"]
+                assert all(group - {"le"} == {"codec"} for group in labels), (
+                    f"{panel['title']}: {groupings}"
+                )
+                assert target["legendFormat"] == "{{codec}}", panel["title"]
 
     def test_provisioning_matches_the_compose_mounts(self) -> None:
         """Datasource and dashboard providers point where compose mounts things."""

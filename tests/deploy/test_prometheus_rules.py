@@ -61,6 +61,19 @@ class TestPrometheusConfig:
         for name in names:
             assert re.fullmatch(r"[a-z_]+:[a-z0-9_]+:[a-z0-9_]+", name), name
 
+    def test_recording_rules_cover_the_comparison(self) -> None:
+        """CPU per message, decode time, latency, lag and GC each have a recorded series."""
+        used = set().union(*(promql_metric_names(r["expr"]) for r in recording_rules()))
+        for name in (
+            "process_cpu_seconds_total",
+            "worker_decode_seconds_sum",
+            "worker_e2e_latency_seconds_bucket",
+            "worker_consumer_lag_messages",
+            "worker_gc_seconds_total",
+            "worker_gc_collections_total",
+        ):
+            assert name in used, name
+
     def test_alerts_cover_the_failure_modes_and_are_documented(self) -> None:
         """Lag, dead letters, down and CPU alerts exist, each with severity and summary."""
         alerts = {r["alert"]: r for r in alert_rules()}
