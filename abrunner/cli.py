@@ -3,31 +3,46 @@
 For each payload profile, repeat and codec: a fresh topic and consumer group, a
 worker process with that codec, a warm-up, then the load generator at `--rate` for
 `--duration` (`abrunner.runner`). With no `--bootstrap-servers` the local Kafka is
-started and stopped here. `--max` finds each codec's maximum rate per worker process
-instead: the worker drains a pre-filled backlog as fast as one process can.
+used if one runs (`make kafka-start`), else the local Kafka is started and stopped
+here. `--max` finds each codec's maximum rate per worker process instead: the
+worker drains a pre-filled backlog as fast as one process can.
 
-Exit status: 0 when every case ran and lost nothing, 1 otherwise, 2 for bad flags.
+Ctrl-C or SIGTERM stops the running case (its processes killed, its topics
+deleted), writes the report of the cases finished, marked interrupted, and exits
+130; a second Ctrl-C exits at once.
+
+Exit status: 0 when every case ran and lost nothing, 1 otherwise, 2 for bad flags,
+130 when interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from types import FrameType
+from typing import Final, TextIO
 
 from rich.console import Console
+from rich.markdown import Markdown
 from rich.table import Table
 
 import service.flags as commands
-from abrunner import runner
+from abrunner import notes, runner
 from abrunner.config import TOOL, AbSettings
 from abrunner.plan import Plan, Profile
-from abrunner.report import table, write
+from abrunner.report import markdown_table, tables, write
 from abrunner.results import CaseResult, Report
 from service.errors import ConfigError
 from service.flags import KAFKA_FLAGS, Flag, add_flags
+
+INTERRUPTED: Final = 130
+"""128 + SIGINT: what a shell reports for a command stopped by Ctrl-C."""
 
 _FLAGS: Final = (
     Flag("--codecs", ("codecs",), "comma-separated codec keys", default="all six"),
@@ -73,6 +88,13 @@ _FLAGS: Final = (
         "read each topic back to check the run's x-seq coverage",
         boolean=True,
     ),
+    Flag(
+        "--bench",
+        ("bench",),
+        "measure each codec's decode in-process (codec-bench) before the Kafka "
+        "cases, to set beside the Kafka path's",
+        boolean=True,
+    ),
     *KAFKA_FLAGS,
 )
 
@@ -83,7 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
         "codec-ab",
         "Compare codecs on real Kafka: a worker per codec under the same load, then "
         "one side-by-side report (report.md, report.json, PNG charts). Without a "
-        "broker address it starts the local Kafka. Precedence: defaults < --config "
+        "broker address it uses the one `codec-kafka start` recorded, else starts "
+        "the local Kafka. Ctrl-C writes the report of the cases finished and exits "
+        "130. Precedence: defaults < --config "
         "TOML ([kafka], [ab]) < environment (KAFKA_*, AB_*) < flags.",
         TOOL,
     )
@@ -103,7 +127,7 @@ def plan_from_settings(s: AbSettings) -> Plan:
         profiles += [Profile("large", size) for size in s.large_bytes]
     same = {"rate", "duration", "warmup", "repeat", "max_mode", "max_messages"}
     return Plan(
-        **s.model_dump(include=same | {"partitions", "verify"}),
+        **s.model_dump(include=same | {"partitions", "verify", "bench"}),
         codecs=tuple(s.codecs),
         profiles=tuple(profiles),
         baseline=s.chosen_baseline,
@@ -114,7 +138,8 @@ def plan_from_settings(s: AbSettings) -> Plan:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the A/B; 0 when every case ran and lost nothing, 1 otherwise, 2 bad flags."""
+    """Run the A/B; 0 when every case ran and lost nothing, 1 otherwise, 2 bad
+    flags, 130 interrupted."""
     args = build_parser().parse_args(argv)
     settings = commands.settings_or_status(AbSettings, TOOL, args, _FLAGS)
     if isinstance(settings, int):
@@ -125,14 +150,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(exc, file=sys.stderr)
         return 2
     console = Console(stderr=True)
-    report = runner.run(plan, settings.bootstrap, console)
-    paths = write(report, plan.out_dir)
-    _print_tables(report)
+    bootstrap = settings.bootstrap
+    if bootstrap is not None and not settings.bootstrap_given:
+        console.print(f"using the broker `codec-kafka start` recorded: {bootstrap}")
+    try:
+        with _interrupts():
+            report = runner.run(plan, bootstrap, console)
+            paths = write(report, plan.out_dir)
+            print_tables(report, sys.stdout)
+    except KeyboardInterrupt:  # after the cases: while the report was written
+        console.print("codec-ab: interrupted")
+        return INTERRUPTED
     console.print(
-        "report: "
-        + ", ".join(str(p) for p in paths[:2])
-        + f" and {len(paths) - 2} charts"
+        f"report: {paths[0]}, {paths[1]} and {len(paths) - 2} charts"
+        + (" (interrupted)" if report.interrupted else "")
     )
+    if report.interrupted:
+        return INTERRUPTED
     return 1 if any(map(_failed, report.results)) else 0
 
 
@@ -140,13 +174,64 @@ def _failed(result: CaseResult) -> bool:
     return bool(result.error is not None or result.lost or result.seq_missing)
 
 
-def _print_tables(report: Report) -> None:
-    plan = report.plan
-    for profile, rows in report.summary.items():
-        headers, body = table(rows, plan.baseline, plan.max_mode, plan.repeat > 1)
-        view = Table(title=f"profile {profile}", show_lines=False)
-        for header in headers:
-            view.add_column(header, overflow="fold")
+class _Stop:
+    """A signal handler: the first signal raises KeyboardInterrupt in the main
+    thread (the runner stops its case and the report is written), the next one
+    ends the process at once; its children die with it (`die_with_parent`)."""
+
+    def __init__(self) -> None:
+        self.signals = 0
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.signals += 1
+        if self.signals > 1:
+            os.write(2, b"codec-ab: interrupted again: exiting now\n")
+            os._exit(INTERRUPTED)
+        raise KeyboardInterrupt
+
+
+@contextmanager
+def _interrupts() -> Iterator[_Stop]:
+    """Route SIGINT and SIGTERM to a `_Stop` for the block (main thread only)."""
+    stop = _Stop()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    previous = {
+        sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def print_tables(report: Report, out: TextIO) -> None:
+    """The report's tables and warnings on `out`.
+
+    A terminal gets rich tables; anything else (a pipe, a file) gets report.md's
+    Markdown tables, one line per row whatever the width.
+    """
+    before = [notes.interrupted(report), notes.repeat_warning(report.plan)]
+    after = [notes.decode_differs(report.summary)]
+    texts = [t for t in before if t], [t for t in after if t]
+    if not out.isatty():
+        lines = [f"{text}\n" for text in texts[0]]
+        for profile, headers, body in tables(report):
+            lines += [f"## Profile `{profile}`", "", *markdown_table(headers, body), ""]
+        lines += [f"{text}\n" for text in texts[1]]
+        out.write("\n".join(lines))
+        return
+    console = Console(file=out)
+    for text in texts[0]:
+        console.print(Markdown(text))
+    for profile, headers, body in tables(report):
+        view = Table(title=f"profile {profile}")
+        for i, header in enumerate(headers):  # the codec column stays whole
+            view.add_column(header, overflow="fold", no_wrap=i == 0)
         for cells in body:
             view.add_row(*cells)
-        Console().print(view)
+        console.print(view)
+    for text in texts[1]:
+        console.print(Markdown(text))

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Final
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from service.codecs import REAL_CODECS
-from service.connection import KafkaConnection
+from service.connection import KafkaConnection, recorded_local_broker
 
 TOOL: Final = "ab"
 
@@ -37,7 +37,8 @@ class AbSettings(BaseModel):
     """Everything `codec-ab` needs, validated before any broker is started.
 
     `kafka.bootstrap_servers` counts only when given (flag, `KAFKA_BOOTSTRAP_SERVERS`
-    or `[kafka]`): without it the runner starts the local Kafka itself.
+    or `[kafka]`); without it the broker `codec-kafka start` recorded is used, and
+    without that the runner starts the local Kafka itself.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -61,12 +62,23 @@ class AbSettings(BaseModel):
     out: Path = Path("ab-results")
     worker_args: list[str] = Field(default_factory=list)
     verify: bool = True
+    bench: bool = True
+
+    @property
+    def bootstrap_given(self) -> bool:
+        """Whether a broker address was given (flag, environment or TOML)."""
+        return "bootstrap_servers" in self.kafka.model_fields_set
 
     @property
     def bootstrap(self) -> str | None:
-        """The broker to use, or None to start the local Kafka."""
-        given = "bootstrap_servers" in self.kafka.model_fields_set
-        return self.kafka.bootstrap_servers if given else None
+        """The broker to use, or None to start the local Kafka.
+
+        The address given, else the broker `codec-kafka start` (`make kafka-start`)
+        recorded if it still runs, else None.
+        """
+        if self.bootstrap_given:
+            return self.kafka.bootstrap_servers
+        return recorded_local_broker()
 
     @property
     def chosen_baseline(self) -> str:

@@ -79,8 +79,16 @@ class Metrics:
     def __init__(self, samples: list[Sample]) -> None:
         self.samples = samples
 
+    def has(self, name: str) -> bool:
+        """Whether any sample is called `name`: the worker exports that metric."""
+        return any(s.name == name for s in self.samples)
+
     def total(self, name: str, **labels: str) -> float:
-        """The sum of the samples called `name` whose labels include `labels`."""
+        """The sum of the samples called `name` whose labels include `labels`.
+
+        Labels not named are summed over: `total("worker_gc_seconds_total")` is
+        the time of every generation's collections.
+        """
         wanted = labels.items()
         return sum(
             s.value

@@ -8,12 +8,18 @@ results, so a report says what produced it.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Final, NamedTuple
 
 import msgspec
 
 from service.codecs import CODEC_NAMES, REAL_CODECS
 from service.errors import ConfigError
 from service.schemas import SCHEMA_NAMES
+
+WARMUP_SEED: Final = 1
+MEASURED_SEED: Final = 2
+"""The load generator's payload seeds: the warm-up's, and the measured load's (or
+the max-mode backlog's), which the in-process figures use too: same payloads."""
 
 
 class Profile(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -72,6 +78,8 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
         out: the report directory.
         worker_args: extra `codec-worker` arguments, passed to every worker.
         verify: read each topic back to check the run's `x-seq` coverage.
+        bench: before the Kafka cases, measure each codec's decode in-process
+            (`codecbench`) to set beside the Kafka path's.
 
     Raises:
         ConfigError: a value is out of range; the message names the flag.
@@ -90,6 +98,7 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     out: str
     worker_args: tuple[str, ...] = ()
     verify: bool = True
+    bench: bool = True
 
     def __post_init__(self) -> None:
         for codec in self.codecs:
@@ -118,3 +127,30 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     def out_dir(self) -> Path:
         """`out` as a path."""
         return Path(self.out)
+
+    def cases(self) -> list[Case]:
+        """Every case in the order they run: per profile, per repeat, per codec."""
+        return [
+            Case(codec, profile, repeat)
+            for profile in self.profiles
+            for repeat in range(self.repeat)
+            for codec in self.codecs
+        ]
+
+
+class Case(NamedTuple):
+    """One measurement: a codec on a profile, the `repeat`th time."""
+
+    codec: str
+    profile: Profile
+    repeat: int
+
+    @property
+    def name(self) -> str:
+        """For people: `protobuf / medium / run 1`."""
+        return f"{self.codec} / {self.profile.label} / run {self.repeat + 1}"
+
+    @property
+    def tag(self) -> str:
+        """For topic and log file names: `json-pydantic-large-100000`."""
+        return f"{self.codec.replace('+', '-')}-{self.profile.label.replace(':', '-')}"

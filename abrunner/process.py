@@ -2,6 +2,9 @@
 
 `WorkerProcess` is also the tests' worker (`tests.support`): one way to start a
 worker on a free metrics port, wait for it, read its /metrics and stop it.
+
+Both run in a process group of their own: a Ctrl-C at the terminal reaches the
+runner alone, which decides how its children stop; they still die with it.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ class WorkerProcess:
             stdout=self._out or subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             preexec_fn=die_with_parent(),
+            process_group=0,
         )
         return self
 
@@ -212,6 +216,7 @@ class LoadgenProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             preexec_fn=die_with_parent(),
+            process_group=0,
         )
 
     def running(self) -> bool:
@@ -242,3 +247,12 @@ class LoadgenProcess:
             return msgspec.json.decode(lines[-1] if lines else "", type=Summary)
         except msgspec.DecodeError as exc:
             raise RunnerError(f"codec-loadgen printed no summary: {exc}") from exc
+
+    def close(self) -> None:
+        """Kill the run if it still sends (its case was stopped); reap it."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()  # reaps it and closes the pipes
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()

@@ -4,7 +4,9 @@ Input: the `CaseResult`s `codec-ab` measured (one per codec, profile and repeat)
 Output in `--out`: `report.md`, `report.json` (the whole `Report`) and PNG charts
 (`abrunner.charts`). The same table goes to the terminal. With `--repeat N` every
 figure is the median, and the Markdown shows the spread (min-max) so a reader sees
-the noise. `python -m abrunner.report DIR` redraws report.md and the charts from
+the noise. A column no row has a figure for is left out (the in-process ones
+without `--bench`, the GC ones in reports older than those counters).
+`python -m abrunner.report DIR` redraws report.md and the charts from
 DIR/report.json.
 """
 
@@ -24,11 +26,13 @@ from typing import Final, NamedTuple
 
 import msgspec
 
+from abrunner import notes
 from abrunner.charts import CHARTS, SWEEP_CHART, charts
 from abrunner.results import (
     FIGURES,
     CaseResult,
     Environment,
+    InProcess,
     Report,
     Row,
     Spread,
@@ -54,7 +58,13 @@ COLUMNS: Final = {
     "throughput": Column("msg/s", "{:,.0f}", ratio=True, modes=_RATE),
     "cpu_pct": Column("CPU % core", "{:.0f}", modes=_RATE),
     "cpu_us_per_msg": Column("CPU us/msg", "{:.1f}", ratio=True),
-    "decode_us": Column("decode us", "{:.1f}"),
+    "gc_ms_per_s": Column("GC ms/s", "{:.1f}"),
+    "gc_per_1k_msgs": Column("GC per 1k msgs", "{:.2f}"),
+    # Two decimals: msgspec decodes a small payload in ~0.3 us.
+    "decode_p50_us": Column("decode us", "{:.2f}"),
+    "decode_in_process_us": Column("decode us in-process", "{:.2f}"),
+    "decode_vs_in_process": Column("Kafka/in-process", "{:.2f}x"),
+    "decode_read_in_process_us": Column("decode+read us in-process", "{:.2f}"),
     "e2e_p50_ms": Column("p50 ms", "{:.1f}", modes=_RATE),
     "e2e_p99_ms": Column("p99 ms", "{:.1f}", ratio=True, modes=_RATE),
     "e2e_p999_ms": Column("p99.9 ms", "{:.1f}", modes=_RATE),
@@ -101,15 +111,34 @@ def environment(kafka_version: str) -> Environment:
     )
 
 
-def aggregate(results: Sequence[CaseResult]) -> Summary:
-    """Fold the repeats: profile -> codec -> `Row` (status, medians and spreads)."""
+def aggregate(
+    results: Sequence[CaseResult], in_process: Sequence[InProcess] = ()
+) -> Summary:
+    """Fold the repeats: profile -> codec -> `Row` (status, medians and spreads).
+
+    Each row also gets its codec's and profile's `in_process` figures, if any.
+    """
     grouped: dict[tuple[str, str], list[CaseResult]] = defaultdict(list)
     for r in results:
         grouped[r.profile, r.codec].append(r)
+    benched = {(b.profile, b.codec): b for b in in_process}
     out: Summary = defaultdict(dict)
     for (profile, codec), runs in grouped.items():
-        out[profile][codec] = _row(runs)
+        row = out[profile][codec] = _row(runs)
+        if (bench := benched.get((profile, codec))) is not None:
+            _add_in_process(row, bench)
     return dict(out)
+
+
+def _add_in_process(row: Row, bench: InProcess) -> None:
+    found = {
+        "decode_in_process_us": bench.decode_us,
+        "decode_read_in_process_us": bench.decode_read_us,
+    }
+    kafka = row.median("decode_p50_us")
+    if kafka is not None and math.isfinite(kafka) and bench.decode_us > 0:
+        found["decode_vs_in_process"] = kafka / bench.decode_us
+    row.figures.update({key: Spread(v, v, v) for key, v in found.items()})
 
 
 def _row(runs: list[CaseResult]) -> Row:
@@ -148,7 +177,11 @@ def table(
 ) -> tuple[list[str], list[list[str]]]:
     """Headers and cells of one profile's table, best CPU per message first."""
     mode = "max" if max_mode else "rate"
-    columns = {k: c for k, c in COLUMNS.items() if mode in c.modes}
+    columns = {
+        key: column
+        for key, column in COLUMNS.items()
+        if mode in column.modes and any(key in row.figures for row in rows.values())
+    }
     base = rows.get(baseline)
     headers = ["codec", "status", *[c.header for c in columns.values()], "lost", "DLQ"]
     body = []
@@ -182,8 +215,23 @@ def _cell(figure: Spread | None, fmt: str, ref: float | None, spread: bool) -> s
     return text
 
 
+def tables(report: Report) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(profile, headers, cells) of each profile's table, in the report's order."""
+    plan = report.plan
+    return [
+        (profile, *table(rows, plan.baseline, plan.max_mode, plan.repeat > 1))
+        for profile, rows in report.summary.items()
+    ]
+
+
+def markdown_table(headers: list[str], body: list[list[str]]) -> list[str]:
+    """One table as Markdown lines: report.md's, and the terminal's when piped."""
+    rule = "|" + " --- |" * len(headers)
+    return [_md_row(headers), rule, *map(_md_row, body)]
+
+
 def markdown(report: Report) -> str:
-    """report.md: settings, one table per profile, charts, the environment."""
+    """report.md: warnings, settings, one table per profile, charts, the environment."""
     plan, env = report.plan, report.environment
     mode = (
         "maximum rate per worker process"
@@ -191,9 +239,10 @@ def markdown(report: Report) -> str:
         else f"{plan.rate:,.0f} msg/s for {plan.duration:.0f} s after "
         f"{plan.warmup:.0f} s warm-up"
     )
-    lines = [
-        "# Codec A/B report",
-        "",
+    lines = ["# Codec A/B report", ""]
+    if (stopped := notes.interrupted(report)) is not None:
+        lines += [stopped, ""]
+    lines += [
         f"Mode: {mode}; {plan.partitions} partitions; repeats: {plan.repeat}; "
         f"baseline: `{plan.baseline}` (ratios in parentheses are to it).",
         "",
@@ -203,12 +252,18 @@ def markdown(report: Report) -> str:
         "ratios between codecs are the result.",
         "",
     ]
-    for profile, rows in report.summary.items():
-        headers, body = table(rows, plan.baseline, plan.max_mode, plan.repeat > 1)
-        lines += [f"## Profile `{profile}`", "", _md_row(headers)]
-        lines += ["|" + " --- |" * len(headers), *map(_md_row, body), ""]
-    lines += ["## Charts", ""]
-    lines += [f"![{title}]({name})" for name, _key, title in CHARTS]
+    if (warning := notes.repeat_warning(plan)) is not None:
+        lines += [warning, ""]
+    drawn = tables(report)
+    legend = notes.legend({h for _, headers, _ in drawn for h in headers})
+    lines += [*legend, ""] if legend else []
+    for profile, headers, body in drawn:
+        lines += [f"## Profile `{profile}`", "", *markdown_table(headers, body), ""]
+    if differ := notes.decode_differs(report.summary):
+        lines += ["## Decode: Kafka path vs in-process", "", differ, ""]
+    if report.summary:
+        lines += ["## Charts", ""]
+        lines += [f"![{title}]({name})" for name, _key, title in CHARTS]
     if len(report.summary) > 1:
         lines.append(f"![throughput vs payload size]({SWEEP_CHART})")
     libs = ", ".join(f"{k} {v}" for k, v in env.libraries.items())
@@ -239,11 +294,12 @@ def write(report: Report, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     encoded = msgspec.json.format(msgspec.json.encode(report), indent=2)
     (out / "report.json").write_bytes(encoded + b"\n")
+    paths = []
     try:
-        paths = charts(report, out)
+        if report.summary:  # no case finished (interrupted at once): no bars
+            paths = charts(report, out)
     except ImportError as exc:  # the tables still stand without pictures
         print(f"codec-ab: no charts: {exc}", file=sys.stderr)
-        paths = []
     (out / "report.md").write_text(markdown(report))
     return [out / "report.md", out / "report.json", *paths]
 
@@ -277,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         reason = exc.strerror if isinstance(exc, OSError) else exc
         print(f"{parser.prog}: {path}: {reason}", file=sys.stderr)
         return 2
-    report.summary = aggregate(report.results)
+    report.summary = aggregate(report.results, report.in_process)
     for written in write(report, args.dir):
         print(written)
     return 0

@@ -5,7 +5,9 @@ folds the repeats into a `Row` per codec and profile; a `Report` (plan, environm
 results, summary) is what report.json holds: `msgspec.json.encode(report)`, read
 back with `msgspec.json.decode(data, type=Report)`.
 
-A figure that was not measured is None and left out of report.json. A latency
+A figure that was not measured is None and left out of report.json; fields added
+since the first reports have defaults, so every report.json written still reads. A
+latency
 quantile whose rank lies above the top histogram bucket is `math.inf` in memory
 (`service.histogram.quantile`); JSON has no infinity, so it is written as null.
 """
@@ -34,8 +36,16 @@ class CaseResult(msgspec.Struct, kw_only=True, omit_defaults=True):
         e2e_p50_ms: median end-to-end latency (None in max mode).
         e2e_p99_ms: 99th percentile end-to-end latency.
         e2e_p999_ms: 99.9th percentile end-to-end latency.
-        decode_us: mean decode time per message.
+        decode_us: mean of the worker's sampled single decodes (reports before
+            sampling: a batch's decode time over its size).
+        decode_p50_us: median of the worker's sampled single decodes (every 16th
+            message timed with `perf_counter_ns`: wall time, preemption included),
+            from the `worker_decode_seconds` histogram's delta.
         handle_us: mean business-logic time per message.
+        gc_ms_per_s: milliseconds per second the worker spent in cyclic garbage
+            collection (all generations) over the load window.
+        gc_per_1k_msgs: cyclic garbage collections (all generations) per 1,000
+            messages handled.
         rss_peak_mb: the worker's highest sampled resident memory.
         rss_steady_mb: the median RSS over the second half of the window.
         wire_bytes: mean payload bytes per message.
@@ -69,7 +79,10 @@ class CaseResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     e2e_p99_ms: float | None = None
     e2e_p999_ms: float | None = None
     decode_us: float | None = None
+    decode_p50_us: float | None = None
     handle_us: float | None = None
+    gc_ms_per_s: float | None = None
+    gc_per_1k_msgs: float | None = None
     rss_peak_mb: float | None = None
     rss_steady_mb: float | None = None
     wire_bytes: float | None = None
@@ -100,7 +113,10 @@ FIGURES: Final = (
     "e2e_p99_ms",
     "e2e_p999_ms",
     "decode_us",
+    "decode_p50_us",
     "handle_us",
+    "gc_ms_per_s",
+    "gc_per_1k_msgs",
     "rss_peak_mb",
     "rss_steady_mb",
     "wire_bytes",
@@ -121,12 +137,41 @@ The rest are identity (codec, profile, repeat, mode) or summed into the row's
 status (lost, not_drained, dead_lettered, kept_up, error)."""
 
 
+IN_PROCESS_FIGURES: Final = (
+    "decode_in_process_us",
+    "decode_read_in_process_us",
+    "decode_vs_in_process",
+)
+"""The `Row` figures from the in-process measurement (`InProcess`; one value each,
+so no spread): its decode and decode+read medians, and the Kafka path's median
+decode (`decode_p50_us`) over the in-process one (1.0 when they agree)."""
+
+
 class Spread(msgspec.Struct, frozen=True):
     """One figure over a case's repeats."""
 
     median: float
     min: float
     max: float
+
+
+class InProcess(msgspec.Struct, frozen=True, kw_only=True):
+    """`codec-bench`'s figures for one codec on one profile, taken in this process.
+
+    Medians over the samples of CPU microseconds per message (`time.thread_time_ns`)
+    in a tight loop over the load generator's pool (same size and seed).
+
+    Attributes:
+        codec: the codec's registry key.
+        profile: the payload profile's label.
+        decode_us: the decoder alone (`decode_unchecked`, as the worker calls it).
+        decode_read_us: decode, then the stub logic reading every field.
+    """
+
+    codec: str
+    profile: str
+    decode_us: float
+    decode_read_us: float
 
 
 class Row(msgspec.Struct, kw_only=True):
@@ -139,7 +184,8 @@ class Row(msgspec.Struct, kw_only=True):
         lost: messages lost over the measured repeats (`lost` + `seq_missing`).
         not_drained: messages still queued after the drains.
         dead_lettered: messages dead-lettered over the measured repeats.
-        figures: each of `FIGURES` that was measured at least once.
+        figures: each of `FIGURES` that was measured at least once, and, when
+            the in-process figures were taken, each of `IN_PROCESS_FIGURES`.
     """
 
     runs: int
@@ -179,9 +225,21 @@ class Environment(msgspec.Struct, kw_only=True):
 
 
 class Report(msgspec.Struct, kw_only=True):
-    """Everything one `codec-ab` run wrote: report.json."""
+    """Everything one `codec-ab` run wrote: report.json.
+
+    Attributes:
+        plan: what was asked.
+        environment: versions and machine facts.
+        results: one per case finished.
+        summary: the results folded per profile and codec.
+        interrupted: the run was stopped (Ctrl-C, SIGTERM) before its last case;
+            `results` holds the cases finished.
+        in_process: the in-process decode figures taken before the Kafka cases.
+    """
 
     plan: Plan
     environment: Environment
     results: list[CaseResult]
     summary: Summary
+    interrupted: bool = False
+    in_process: list[InProcess] = msgspec.field(default_factory=list)

@@ -5,18 +5,22 @@ that codec. Rate mode: a warm-up, then the load generator at `plan.rate` for
 `plan.duration`, then a drain. Max mode: a backlog written before the worker
 starts, drained as fast as one process can (its maximum rate). The figures come from
 the worker's own /metrics and the kernel's accounting of its process
-(`abrunner.measure`); everything is torn down before the next case, and every case
-runs on the same broker in the same session, so the figures compare.
+(`abrunner.measure`, `abrunner.figures`); everything is torn down before the next
+case, and every case runs on the same broker in the same session, so the figures
+compare. Before the first case, each codec's decode is measured in-process
+(`abrunner.inprocess`) unless `plan.bench` is off.
+
+A KeyboardInterrupt (Ctrl-C; `abrunner.cli` turns SIGTERM into one too) stops the
+running case: its load generator and worker are killed, its topics deleted, and
+the report holds the cases finished, marked `interrupted`.
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import ExitStack
-from functools import partial
+from contextlib import ExitStack, suppress
 from typing import Final, NamedTuple
 
 from rich.console import Console
@@ -28,12 +32,13 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from abrunner import verify
-from abrunner.measure import Histogram, Snapshot
-from abrunner.plan import Plan, Profile
+from abrunner import inprocess, verify
+from abrunner.figures import figures
+from abrunner.measure import Snapshot
+from abrunner.plan import MEASURED_SEED, WARMUP_SEED, Case, Plan
 from abrunner.process import LoadgenProcess, WorkerProcess
 from abrunner.report import aggregate, environment
-from abrunner.results import CaseResult, Report
+from abrunner.results import CaseResult, InProcess, Report
 from localkafka import LocalKafka, create_topic, delete_topic, kafka_version
 from service.errors import RunnerError
 
@@ -55,53 +60,54 @@ _DRAIN_S: Final = 600.0
 ~20k msg/s; what is left after 10 min counts as lost."""
 
 
-class Case(NamedTuple):
-    """One measurement: a codec on a profile, the `repeat`th time."""
-
-    codec: str
-    profile: Profile
-    repeat: int
-
-    @property
-    def name(self) -> str:
-        """For people: `protobuf / medium / run 1`."""
-        return f"{self.codec} / {self.profile.label} / run {self.repeat + 1}"
-
-    @property
-    def tag(self) -> str:
-        """For topic and log file names: `json-pydantic-large-100000`."""
-        return f"{self.codec.replace('+', '-')}-{self.profile.label.replace(':', '-')}"
-
-
 def run(plan: Plan, bootstrap: str | None, console: Console) -> Report:
     """Run every case of `plan`; start (and stop) the local Kafka with no `bootstrap`.
 
-    A case that fails is recorded with its error; the others still run.
+    A case that fails is recorded with its error; the others still run. A
+    KeyboardInterrupt ends the run with the cases finished (`Report.interrupted`).
     """
     (plan.out_dir / "logs").mkdir(parents=True, exist_ok=True)
-    with ExitStack() as stack:
-        kafka = "external"
-        if not bootstrap:
-            console.print("starting the local Kafka ...")
-            bootstrap = stack.enter_context(LocalKafka()).bootstrap_servers
-            kafka = kafka_version()
-        results = _run_all(bootstrap, plan, console)
+    results: list[CaseResult] = []
+    in_process: list[InProcess] = []
+    kafka, interrupted = "external", False
+    try:
+        if plan.bench:  # before the broker and the cases: nothing else runs then
+            in_process = _bench(plan, console)
+        with ExitStack() as stack:
+            if not bootstrap:
+                console.print("starting the local Kafka ...")
+                bootstrap = stack.enter_context(LocalKafka()).bootstrap_servers
+                kafka = kafka_version()
+            _run_all(bootstrap, plan, console, results)
+    except KeyboardInterrupt:
+        interrupted = True
+        total = len(plan.cases())
+        console.print(f"interrupted: {len(results)} of {total} cases finished")
     return Report(
         plan=plan,
         environment=environment(kafka),
         results=results,
-        summary=aggregate(results),
+        summary=aggregate(results, in_process),
+        interrupted=interrupted,
+        in_process=in_process,
     )
 
 
-def _run_all(bootstrap: str, plan: Plan, console: Console) -> list[CaseResult]:
-    cases = [
-        Case(codec, profile, repeat)
-        for profile in plan.profiles
-        for repeat in range(plan.repeat)
-        for codec in plan.codecs
-    ]
-    results = []
+def _bench(plan: Plan, console: Console) -> list[InProcess]:
+    """The in-process decode figures, or none (said so) when they cannot be taken."""
+    console.print("measuring each codec's decode in-process (codec-bench) ...")
+    try:
+        return inprocess.measure(plan, lambda what: console.print(f"  {what}"))
+    except Exception as exc:  # an optional figure must not cost the run
+        console.print(f"in-process figures left out: {type(exc).__name__}: {exc}")
+        return []
+
+
+def _run_all(
+    bootstrap: str, plan: Plan, console: Console, results: list[CaseResult]
+) -> None:
+    """Run the cases, appending each result to `results` as soon as it is known."""
+    cases = plan.cases()
     progress = Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -133,7 +139,6 @@ def _run_all(bootstrap: str, plan: Plan, console: Console) -> list[CaseResult]:
             results.append(result)
             progress.remove_task(step)
             progress.advance(overall)
-    return results
 
 
 def run_case(bootstrap: str, case: Case, plan: Plan, note: Note) -> CaseResult:
@@ -153,22 +158,26 @@ def run_case(bootstrap: str, case: Case, plan: Plan, note: Note) -> CaseResult:
         group=f"ab-{uuid.uuid4().hex[:10]}",
         log=plan.out_dir / "logs" / f"{case.tag}.log",
     )
+    m = _Measurement(bootstrap, topic, case, plan, worker, note, [])
     measure_case = _measure_max if plan.max_mode else _measure_rate
     try:
-        result = measure_case(_Measurement(bootstrap, topic, case, plan, worker, note))
+        result = measure_case(m)
         result.worker_exit = worker.stop()
         result.offsets_committed_to_end = verify.committed_to_end(
             bootstrap, worker.group, topic, plan.partitions
         )
-        return result
-    finally:
-        worker.close()
-        for name in (topic, f"{topic}.dlq"):
-            delete_topic(bootstrap, name)
+    except BaseException:
+        # Failed or stopped (Ctrl-C): that is what to report, not a teardown error
+        # it may cause (a topic the broker is still deleting, say).
+        with suppress(Exception):
+            _teardown(m)
+        raise
+    _teardown(m)
+    return result
 
 
 class _Measurement(NamedTuple):
-    """One case in progress: where it runs, its worker, whom it tells."""
+    """One case in progress: where it runs, its processes, whom it tells."""
 
     bootstrap: str
     topic: str
@@ -176,21 +185,54 @@ class _Measurement(NamedTuple):
     plan: Plan
     worker: WorkerProcess
     note: Note
+    loadgens: list[LoadgenProcess]
+
+    def loadgen(
+        self,
+        run_id: str,
+        *,
+        rate: float,
+        seed: int,
+        duration: float | None = None,
+        count: int | None = None,
+    ) -> LoadgenProcess:
+        """Start a load generator run on the case's topic, closed with the case."""
+        proc = LoadgenProcess(
+            *(self.bootstrap, self.topic, self.case.codec, self.case.profile, run_id),
+            rate=rate,
+            duration=duration,
+            count=count,
+            seed=seed,
+        )
+        self.loadgens.append(proc)
+        return proc
+
+
+def _teardown(m: _Measurement) -> None:
+    """Kill the case's processes still running, then delete its topics.
+
+    Every step runs even if one before it fails; the last failure is raised.
+    """
+    with ExitStack() as stack:  # callbacks run last-in first-out
+        for name in (m.topic, f"{m.topic}.dlq"):
+            stack.callback(delete_topic, m.bootstrap, name)
+        stack.callback(m.worker.close)
+        for proc in m.loadgens:
+            stack.callback(proc.close)
 
 
 def _measure_rate(m: _Measurement) -> CaseResult:
-    plan, worker, note = m.plan, m.worker, m.note
-    loadgen = partial(
-        LoadgenProcess, m.bootstrap, m.topic, m.case.codec, m.case.profile
-    )
+    plan, worker, note, loadgen = m.plan, m.worker, m.note, m.loadgen
     run_id = uuid.uuid4().hex[:12]
     worker.start().wait_ready(_START_S)
-    warm = loadgen(f"{run_id}-warm", rate=plan.rate, duration=plan.warmup, seed=1)
+    warm = loadgen(
+        f"{run_id}-warm", rate=plan.rate, duration=plan.warmup, seed=WARMUP_SEED
+    )
     warm_summary = warm.summary(timeout=plan.warmup + 120)
     note("warm-up sent; waiting for the worker")
     warmed = _wait_processed(worker, warm_summary.acked, _START_S).processed
     note(f"measuring {plan.duration:.0f} s at {plan.rate:,.0f} msg/s")
-    load = loadgen(run_id, rate=plan.rate, duration=plan.duration, seed=2)
+    load = loadgen(run_id, rate=plan.rate, duration=plan.duration, seed=MEASURED_SEED)
     # The window opens when the first measured message is handled, not when the
     # load generator's process starts (its start-up is not the worker's time).
     s0 = _wait_processed(worker, warmed + 1, _START_S)
@@ -200,7 +242,7 @@ def _measure_rate(m: _Measurement) -> CaseResult:
     total = warm_summary.acked + summary.acked
     note("load done; draining")
     s2 = _wait_processed(worker, total, max(60.0, 3 * plan.duration))
-    result = _figures(m.case, s0, s1, s2, rss, lags)
+    result = figures(m.case, s0, s1, s2, rss, lags)
     backlog = int(total - s2.processed)
     result.mode = "rate"
     result.target_rate = plan.rate
@@ -226,14 +268,13 @@ def _measure_rate(m: _Measurement) -> CaseResult:
 
 
 def _measure_max(m: _Measurement) -> CaseResult:
-    plan, worker, note = m.plan, m.worker, m.note
-    loadgen = partial(
-        LoadgenProcess, m.bootstrap, m.topic, m.case.codec, m.case.profile
-    )
+    plan, worker, note, loadgen = m.plan, m.worker, m.note, m.loadgen
     # The backlog is written before the worker starts, so the worker drains it at
     # the full speed of one process: that drain rate is its maximum sustainable rate.
     note(f"filling a backlog of {plan.max_messages:,} messages")
-    backlog = loadgen(uuid.uuid4().hex[:12], rate=0, count=plan.max_messages)
+    backlog = loadgen(
+        uuid.uuid4().hex[:12], rate=0, count=plan.max_messages, seed=MEASURED_SEED
+    )
     summary = backlog.summary(timeout=_BACKLOG_S)
     total = summary.acked
     worker.start()
@@ -241,7 +282,7 @@ def _measure_max(m: _Measurement) -> CaseResult:
     s0 = _first_processed(worker, _BACKLOG_S)
     rss, lags = _watch(worker, lambda: worker.snapshot().processed < total, _MAX_POLL_S)
     s1 = _wait_processed(worker, total, _DRAIN_S)
-    result = _figures(m.case, s0, s1, s1, rss, lags)
+    result = figures(m.case, s0, s1, s1, rss, lags)
     result.mode = "max"
     result.max_rate = result.throughput
     result.acked = total
@@ -293,52 +334,3 @@ def _watch(
         rss.append(snap.rss)
         lags.append(snap.lag)
     return rss, lags
-
-
-def _figures(
-    case: Case,
-    s0: Snapshot,
-    s1: Snapshot,
-    s2: Snapshot,
-    rss: list[int],
-    lags: list[float],
-) -> CaseResult:
-    """The figures of window `s0`-`s1` (load) and `s0`-`s2` (load and drain)."""
-    window = max(s1.at - s0.at, 1e-9)
-    done_all = max(s2.processed - s0.processed, 1.0)
-    e2e = _delta(s0, s2, "worker_e2e_latency_seconds")
-    ok = _counted(s0, s2, "worker_messages_total", outcome="ok")
-    wire = _counted(s0, s2, "worker_bytes_total")
-    half = rss[len(rss) // 2 :] or [s1.rss]
-    return CaseResult(
-        codec=case.codec,
-        profile=case.profile.label,
-        repeat=case.repeat,
-        throughput=(s1.processed - s0.processed) / window,
-        cpu_pct=100 * (s1.cpu_s - s0.cpu_s) / window,
-        cpu_us_per_msg=1e6 * (s2.cpu_s - s0.cpu_s) / done_all,
-        e2e_p50_ms=_scaled(e2e.quantile(0.5), 1e3),
-        e2e_p99_ms=_scaled(e2e.quantile(0.99), 1e3),
-        e2e_p999_ms=_scaled(e2e.quantile(0.999), 1e3),
-        decode_us=_scaled(_delta(s0, s2, "worker_decode_seconds").mean(), 1e6),
-        handle_us=_scaled(_delta(s0, s2, "worker_handle_seconds").mean(), 1e6),
-        rss_peak_mb=max([*rss, s1.rss]) / 2**20,
-        rss_steady_mb=statistics.median(half) / 2**20,
-        wire_bytes=wire / ok if ok else None,
-        lag_end=s1.lag,
-        lag_max=max([*lags, s1.lag]),
-        dead_lettered=int(s2.metrics.total("worker_dead_letters_total")),
-        processed=int(done_all),
-    )
-
-
-def _delta(s0: Snapshot, s2: Snapshot, name: str) -> Histogram:
-    return s2.metrics.histogram(name).minus(s0.metrics.histogram(name))
-
-
-def _counted(s0: Snapshot, s2: Snapshot, name: str, **labels: str) -> float:
-    return s2.metrics.total(name, **labels) - s0.metrics.total(name, **labels)
-
-
-def _scaled(value: float | None, factor: float) -> float | None:
-    return None if value is None else value * factor

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import gc
 import math
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from abrunner import measure
-from service.histogram import LATENCY_BUCKETS, HistogramChild, quantile
+from abrunner.figures import GC_COLLECTIONS, GC_SECONDS, figures
+from abrunner.plan import Case, Profile
+from service.histogram import (
+    LATENCY_BUCKETS,
+    PER_MESSAGE_BUCKETS,
+    HistogramChild,
+    quantile,
+)
 from service.metrics import Metrics
 
 
@@ -70,3 +78,94 @@ class TestHistogram:
         assert scraped.histogram("worker_e2e_latency_seconds").quantile(0.5) == math.inf
         assert measure.Histogram().quantile(0.5) is None
         assert scraped.histogram("no_such_histogram").mean() is None
+
+
+def gc_lines(collections: list[int], seconds: list[float]) -> str:
+    """GC counters as the worker exposes them: one sample per generation."""
+    lines = ["# TYPE worker_gc_collections counter"]
+    lines += [
+        f'worker_gc_collections_total{{codec="c",generation="{g}"}} {n}'
+        for g, n in enumerate(collections)
+    ]
+    lines.append("# TYPE worker_gc_seconds counter")
+    lines += [
+        f'worker_gc_seconds_total{{codec="c",generation="{g}"}} {t}'
+        for g, t in enumerate(seconds)
+    ]
+    return "\n".join(lines) + "\n"
+
+
+class TestGcCounters:
+    """The worker's GC counters are read by name and summed over generations."""
+
+    def test_names_match_the_worker(self) -> None:
+        registry = CollectorRegistry()
+        metrics = Metrics(registry, codec="protobuf", schema="small")
+        uninstall = metrics.gc.install()
+        try:
+            gc.collect(2)
+        finally:
+            uninstall()
+        scraped = measure.parse(generate_latest(registry).decode())
+        assert scraped.has(GC_COLLECTIONS) and scraped.has(GC_SECONDS)
+        assert scraped.total(GC_COLLECTIONS, generation="2") >= 1
+        assert scraped.total(GC_COLLECTIONS) >= scraped.total(
+            GC_COLLECTIONS, generation="2"
+        )
+
+    def test_summed_over_generations(self) -> None:
+        scraped = measure.parse(gc_lines([10, 3, 1], [0.25, 0.5, 1.0]))
+        assert scraped.total(GC_COLLECTIONS) == 14
+        assert scraped.total(GC_SECONDS) == 1.75
+        assert not measure.parse("").has(GC_COLLECTIONS)
+
+
+def snapshot(
+    at: float, processed: int, decodes: list[float], gc_text: str = ""
+) -> measure.Snapshot:
+    registry = CollectorRegistry()
+    metrics = Metrics(registry, codec="c", schema="small")
+    metrics.ok.inc(processed)
+    metrics.decode_seconds.observe_many(decodes)
+    # The registry's own GC counters would count this test process: replaced.
+    own = generate_latest(registry).decode().splitlines(keepends=True)
+    text = "".join(line for line in own if "worker_gc_" not in line) + gc_text
+    return measure.Snapshot(
+        at, cpu_s=at / 10, rss=50 << 20, metrics=measure.parse(text)
+    )
+
+
+class TestFigures:
+    """A case's GC and decode figures come from the deltas between snapshots."""
+
+    CASE = Case("c", Profile("small"), 0)
+
+    def test_gc_and_decode_median(self) -> None:
+        before = [4e-6] * 50
+        window = [2e-6] * 70 + [30e-6] * 30
+        s0 = snapshot(100.0, 1000, before, gc_lines([5, 1, 0], [0.01, 0.0, 0.0]))
+        # The load window (s0-s1) lasts 10 s, the drain ends 2 s later.
+        s1 = snapshot(
+            110.0, 20_000, before + window, gc_lines([30, 4, 1], [0.04, 0.02, 0.01])
+        )
+        s2 = snapshot(
+            112.0, 21_000, before + window, gc_lines([35, 4, 1], [0.05, 0.02, 0.01])
+        )
+        result = figures(self.CASE, s0, s1, s2, [], [])
+        gc_seconds = (0.04 + 0.02 + 0.01) - 0.01
+        assert result.gc_ms_per_s == pytest.approx(1e3 * gc_seconds / 10)
+        collections = (35 + 4 + 1) - (5 + 1 + 0)
+        assert result.gc_per_1k_msgs == pytest.approx(1e3 * collections / 20_000)
+        expected = HistogramChild(PER_MESSAGE_BUCKETS)
+        expected.observe_many(window)
+        counts, _ = expected.snapshot()
+        p50 = quantile(PER_MESSAGE_BUCKETS, counts, 0.5)
+        assert result.decode_p50_us == pytest.approx(1e6 * (p50 or 0))
+        assert result.decode_us == pytest.approx(1e6 * sum(window) / 100)
+        assert (result.decode_p50_us or 0) < (result.decode_us or 0)  # skewed window
+
+    def test_no_gc_counters_no_figure(self) -> None:
+        s0, s1 = snapshot(0.0, 0, []), snapshot(10.0, 100, [])
+        result = figures(self.CASE, s0, s1, s1, [], [])
+        assert result.gc_ms_per_s is None and result.gc_per_1k_msgs is None
+        assert result.decode_p50_us is None

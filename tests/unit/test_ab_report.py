@@ -12,7 +12,7 @@ import pytest
 
 from abrunner import report as abreport
 from abrunner.plan import Plan, Profile
-from abrunner.results import FIGURES, CaseResult, Report
+from abrunner.results import FIGURES, IN_PROCESS_FIGURES, CaseResult, InProcess, Report
 
 SAMPLE = Path(__file__).resolve().parents[2] / "docs" / "sample-report"
 
@@ -47,14 +47,20 @@ RESULTS = [
 ]
 
 
-def report(results: list[CaseResult] = RESULTS) -> Report:
+def report(
+    results: list[CaseResult] = RESULTS,
+    *,
+    repeat: int = 2,
+    in_process: list[InProcess] | None = None,
+    interrupted: bool = False,
+) -> Report:
     plan = Plan(
         codecs=("json-stdlib+pydantic", "msgspec-msgpack", "protobuf"),
         profiles=(Profile("medium"), Profile("large", 100_000)),
         rate=40_000,
         duration=30,
         warmup=5,
-        repeat=2,
+        repeat=repeat,
         max_mode=False,
         max_messages=200_000,
         partitions=4,
@@ -65,8 +71,18 @@ def report(results: list[CaseResult] = RESULTS) -> Report:
         plan=plan,
         environment=abreport.environment("4.1.2"),
         results=results,
-        summary=abreport.aggregate(results),
+        summary=abreport.aggregate(results, in_process or []),
+        interrupted=interrupted,
+        in_process=in_process or [],
     )
+
+
+def md_table(text: str) -> dict[str, dict[str, str]]:
+    """The first Markdown table in `text`: codec -> header -> cell."""
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    headers = [h.strip() for h in rows[0].strip("|").split("|")]
+    cells = [[c.strip() for c in r.strip("|").split("|")] for r in rows[2:]]
+    return {c[0]: dict(zip(headers, c, strict=True)) for c in cells}
 
 
 class TestTable:
@@ -110,6 +126,82 @@ class TestTable:
         rows = abreport.aggregate([slow])["medium"]
         headers, [cells] = abreport.table(rows, "protobuf", False, False)
         assert cells[headers.index("p99 ms")] == "> top bucket"
+
+
+BENCH = [
+    InProcess(
+        codec="msgspec-msgpack", profile="medium", decode_us=1.0, decode_read_us=2.0
+    ),
+    InProcess(codec="protobuf", profile="medium", decode_us=4.0, decode_read_us=6.0),
+    InProcess(codec="protobuf", profile="small", decode_us=9.0, decode_read_us=9.0),
+]
+RUNS = [
+    result("msgspec-msgpack", 8.0, decode_p50_us=2.0, gc_ms_per_s=1.5),
+    result("protobuf", 9.0, decode_p50_us=4.4, gc_per_1k_msgs=0.25),
+]
+
+
+class TestNewFigures:
+    """GC, the Kafka path's decode median and the in-process figures reach the table."""
+
+    def test_columns_and_ratio(self) -> None:
+        rows = abreport.aggregate(RUNS, BENCH)["medium"]
+        headers, body = abreport.table(rows, "protobuf", False, False)
+        cells = {
+            line[0].split()[0]: dict(zip(headers, line, strict=True)) for line in body
+        }
+        msgpack, proto = cells["msgspec-msgpack"], cells["protobuf"]
+        assert headers.index("decode us") + 1 == headers.index("decode us in-process")
+        assert (msgpack["decode us"], msgpack["decode us in-process"]) == (
+            "2.00",
+            "1.00",
+        )
+        assert msgpack["Kafka/in-process"] == f"{2.0 / 1.0:.2f}x"
+        assert proto["Kafka/in-process"] == f"{4.4 / 4.0:.2f}x"
+        assert proto["decode+read us in-process"] == "6.00"
+        assert (msgpack["GC ms/s"], proto["GC ms/s"]) == ("1.5", "-")
+        assert proto["GC per 1k msgs"] == "0.25"
+        assert set(IN_PROCESS_FIGURES) <= rows["protobuf"].figures.keys()
+
+    def test_unmeasured_columns_are_left_out(self) -> None:
+        rows = abreport.aggregate(RESULTS)["medium"]
+        headers, _ = abreport.table(rows, "json-stdlib+pydantic", False, False)
+        assert "CPU us/msg" in headers
+        assert not {"GC ms/s", "decode us", "Kafka/in-process"} & set(headers)
+
+    def test_decode_note_only_past_25_percent(self) -> None:
+        md = abreport.markdown(report(RUNS, in_process=BENCH))
+        note = md.split("## Decode: Kafka path vs in-process", 1)[1]
+        assert "`msgspec-msgpack` on `medium` (2.00x)" in note
+        assert "`protobuf`" not in note.split("\n\n")[1]  # 1.10x: within 25 %
+        assert "preemption" in note and "cache" in note
+        close = [result("protobuf", 9.0, decode_p50_us=4.4)]
+        assert "## Decode" not in abreport.markdown(report(close, in_process=BENCH))
+
+    def test_json_round_trip(self, tmp_path: Path) -> None:
+        written = report(RUNS, in_process=BENCH, interrupted=True)
+        abreport.write(written, tmp_path)
+        back = abreport.read(tmp_path / "report.json")
+        assert back == written and back.interrupted and back.in_process == BENCH
+
+
+class TestWarnings:
+    """report.md opens with the interruption and warns about a single run per case."""
+
+    def test_single_run(self) -> None:
+        assert "`--repeat 3` or more" in abreport.markdown(report(repeat=1))
+        assert "`--repeat 3`" not in abreport.markdown(report(repeat=2))
+
+    def test_interrupted(self) -> None:
+        lines = abreport.markdown(report(interrupted=True)).splitlines()
+        # 2 profiles x 2 repeats x 3 codecs = 12 cases planned, 4 finished.
+        assert lines[2].startswith("**Interrupted**") and "4 of 12 cases" in lines[2]
+        assert "Interrupted" not in abreport.markdown(report())
+
+    def test_nothing_finished(self, tmp_path: Path) -> None:
+        paths = abreport.write(report([], interrupted=True), tmp_path)
+        assert [p.name for p in paths] == ["report.md", "report.json"]
+        assert "0 of 12 cases" in (tmp_path / "report.md").read_text()
 
 
 class TestAggregate:
@@ -169,9 +261,23 @@ class TestRedraw:
     def test_sample_report(self, tmp_path: Path) -> None:
         shutil.copy(SAMPLE / "report.json", tmp_path)
         assert abreport.main([str(tmp_path)]) == 0
-        assert (tmp_path / "report.md").read_text() == (
-            SAMPLE / "report.md"
-        ).read_text()
+        redrawn = md_table((tmp_path / "report.md").read_text())
+        committed = md_table((SAMPLE / "report.md").read_text())
+        assert set(redrawn) == set(committed)
+        for codec, cells in redrawn.items():
+            shared = cells.keys() & committed[codec].keys()
+            assert {"status", "CPU us/msg", "p99 ms"} <= shared
+            assert {h: cells[h] for h in shared} == {
+                h: committed[codec][h] for h in shared
+            }
+
+    def test_old_report_has_no_new_columns(self, tmp_path: Path) -> None:
+        old = abreport.read(SAMPLE / "report.json")  # written before GC and bench
+        assert not old.interrupted and old.in_process == []
+        shutil.copy(SAMPLE / "report.json", tmp_path)
+        assert abreport.main([str(tmp_path)]) == 0
+        headers = next(iter(md_table((tmp_path / "report.md").read_text()).values()))
+        assert not {"GC ms/s", "decode us", "decode us in-process"} & set(headers)
 
     def test_help(self, capsys: pytest.CaptureFixture[str]) -> None:
         with pytest.raises(SystemExit) as exit_:

@@ -1,0 +1,76 @@
+"""A case's figures from three snapshots of its worker and the samples between.
+
+`s0` opens the window (the first measured message handled), `s1` closes the load
+window (the load generator stopped), `s2` ends the drain. Rates per second use
+`s0`-`s1`; figures per message use `s0`-`s2`, so the messages still queued when
+the load stopped are counted with the CPU, collections and decodes they cost.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from abrunner.measure import Histogram, Snapshot
+from abrunner.plan import Case
+from abrunner.results import CaseResult
+
+GC_COLLECTIONS = "worker_gc_collections_total"
+GC_SECONDS = "worker_gc_seconds_total"
+"""The worker's cyclic-GC counters, one sample per generation (summed here)."""
+
+
+def figures(
+    case: Case,
+    s0: Snapshot,
+    s1: Snapshot,
+    s2: Snapshot,
+    rss: list[int],
+    lags: list[float],
+) -> CaseResult:
+    """The figures of window `s0`-`s1` (load) and `s0`-`s2` (load and drain)."""
+    window = max(s1.at - s0.at, 1e-9)
+    done_all = max(s2.processed - s0.processed, 1.0)
+    e2e = _delta(s0, s2, "worker_e2e_latency_seconds")
+    decode = _delta(s0, s2, "worker_decode_seconds")
+    ok = _counted(s0, s2, "worker_messages_total", outcome="ok")
+    wire = _counted(s0, s2, "worker_bytes_total")
+    half = rss[len(rss) // 2 :] or [s1.rss]
+    # A worker older than its GC counters exports none: no figure, not a zero.
+    gc_known = s2.metrics.has(GC_COLLECTIONS)
+    gc_s = _counted(s0, s1, GC_SECONDS)
+    gc_n = _counted(s0, s2, GC_COLLECTIONS)
+    return CaseResult(
+        codec=case.codec,
+        profile=case.profile.label,
+        repeat=case.repeat,
+        throughput=(s1.processed - s0.processed) / window,
+        cpu_pct=100 * (s1.cpu_s - s0.cpu_s) / window,
+        cpu_us_per_msg=1e6 * (s2.cpu_s - s0.cpu_s) / done_all,
+        e2e_p50_ms=_scaled(e2e.quantile(0.5), 1e3),
+        e2e_p99_ms=_scaled(e2e.quantile(0.99), 1e3),
+        e2e_p999_ms=_scaled(e2e.quantile(0.999), 1e3),
+        decode_us=_scaled(decode.mean(), 1e6),
+        decode_p50_us=_scaled(decode.quantile(0.5), 1e6),
+        handle_us=_scaled(_delta(s0, s2, "worker_handle_seconds").mean(), 1e6),
+        gc_ms_per_s=1e3 * gc_s / window if gc_known else None,
+        gc_per_1k_msgs=1e3 * gc_n / done_all if gc_known else None,
+        rss_peak_mb=max([*rss, s1.rss]) / 2**20,
+        rss_steady_mb=statistics.median(half) / 2**20,
+        wire_bytes=wire / ok if ok else None,
+        lag_end=s1.lag,
+        lag_max=max([*lags, s1.lag]),
+        dead_lettered=int(s2.metrics.total("worker_dead_letters_total")),
+        processed=int(done_all),
+    )
+
+
+def _delta(s0: Snapshot, s2: Snapshot, name: str) -> Histogram:
+    return s2.metrics.histogram(name).minus(s0.metrics.histogram(name))
+
+
+def _counted(s0: Snapshot, s2: Snapshot, name: str, **labels: str) -> float:
+    return s2.metrics.total(name, **labels) - s0.metrics.total(name, **labels)
+
+
+def _scaled(value: float | None, factor: float) -> float | None:
+    return None if value is None else value * factor

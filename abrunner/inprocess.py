@@ -1,0 +1,81 @@
+"""Each codec's decode cost in-process (`codecbench`), to set beside the Kafka path's.
+
+Taken before the Kafka cases, never during them (a tight loop here would steal the
+CPU the worker is measured on), over the load generator's pool: the same size
+(1000) and seed, so both paths decode the same payloads. The figures are CPU time
+(`time.thread_time_ns`); the worker's sampled decodes are wall time.
+"""
+
+from __future__ import annotations
+
+from typing import Final, NamedTuple
+
+import codecbench
+from abrunner.plan import MEASURED_SEED, Plan
+from abrunner.results import InProcess
+from codecbench.bench import DEFAULT_MIN_TIME_S, Progress
+from loadgen.config import LoadgenSettings
+from loadgen.payloads import DEFAULT_LARGE_BYTES
+
+POOL_SIZE: Final[int] = LoadgenSettings.model_fields["pool_size"].default
+"""The load generator's pool (its `--pool-size` default, which the runner keeps)."""
+REPEATS: Final = 5
+"""Five samples of 50-100 ms per figure: ~2 s per codec and profile, so the six
+codecs add ~15 s before a run of several minutes."""
+
+
+class Tuning(NamedTuple):
+    """How codecbench samples (the names of `codecbench.run`'s arguments).
+
+    Attributes:
+        pool_size: distinct payloads, cycled.
+        repeats: kept samples per figure.
+        warmups: discarded samples per figure.
+        min_time_s: the shortest sample.
+        alloc_calls: calls of codecbench's allocation pass (not reported here, so
+            10 instead of its 100).
+    """
+
+    pool_size: int = POOL_SIZE
+    repeats: int = REPEATS
+    warmups: int = 1
+    min_time_s: float = DEFAULT_MIN_TIME_S
+    alloc_calls: int = 10
+
+
+DEFAULT_TUNING: Final = Tuning()
+
+
+def measure(
+    plan: Plan, note: Progress, tuning: Tuning = DEFAULT_TUNING
+) -> list[InProcess]:
+    """The in-process decode medians of every codec on every profile of `plan`.
+
+    Args:
+        plan: the codecs and profiles.
+        note: progress, one call per codec and profile.
+        tuning: how long to sample.
+
+    Raises:
+        ServiceError: a codec cannot decode its own encoding of the pool.
+    """
+    found = []
+    for profile in plan.profiles:
+        report = codecbench.run(
+            plan.codecs,
+            [profile.schema],
+            seed=MEASURED_SEED,  # the measured load's payloads
+            large_bytes=profile.large_bytes or DEFAULT_LARGE_BYTES,
+            progress=note,
+            **tuning._asdict(),
+        )
+        found += [
+            InProcess(
+                codec=r.codec,
+                profile=profile.label,
+                decode_us=r.decode.us.median,
+                decode_read_us=r.decode_read.us.median,
+            )
+            for r in report.results
+        ]
+    return found

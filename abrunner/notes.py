@@ -1,0 +1,95 @@
+"""The prose around the A/B tables: warnings, the legend, the decode comparison.
+
+report.md carries all of it; the terminal gets the warnings and the comparison.
+Each is Markdown (it reads as plain text too).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+from abrunner.inprocess import POOL_SIZE, REPEATS
+from abrunner.plan import Plan
+from abrunner.results import Report, Summary
+
+DECODE_TOLERANCE: Final = 0.25
+"""Kafka-path and in-process decode medians further apart than 25 % get a note:
+the worker's histogram alone is within ~13 % (three buckets per doubling), and
+repeated runs on the project's 2-core machine move by 10-15 %."""
+
+_LEGEND: Final = {
+    "GC ms/s": "milliseconds per second the worker spent in cyclic garbage "
+    "collection, all generations (`worker_gc_seconds_total`, wall time), over the "
+    "load window",
+    "GC per 1k msgs": "cyclic garbage collections, all generations "
+    "(`worker_gc_collections_total`), per 1,000 messages handled",
+    "decode us": "median of the worker's sampled single decodes: every 16th "
+    "message timed with `perf_counter_ns` (wall time), from the "
+    "`worker_decode_seconds` histogram; report.json keeps their mean too "
+    "(`decode_us`)",
+    "decode us in-process": "the same decoder in a tight loop in the runner's "
+    f"process (`codec-bench`, CPU time, median of {REPEATS} samples) over the load "
+    f"generator's pool ({POOL_SIZE} payloads, the same seed), before the Kafka "
+    "cases",
+    "Kafka/in-process": "`decode us` over `decode us in-process`",
+    "decode+read us in-process": "as `decode us in-process`, plus the stub logic "
+    "reading every field (the fair figure for protobuf, which parses lazily)",
+}
+"""What the columns that need it mean, by header."""
+
+_WHY: Final = (
+    "The two are not the same measurement: the Kafka path's samples are wall time, "
+    "so they include preemption by the broker and the load generator on this "
+    "shared machine, where the in-process figure is CPU time; and a tight "
+    "in-process loop keeps the decoder's code and data in the CPU caches, while "
+    "the worker's loop also runs librdkafka, the business logic and the metrics "
+    "between two decodes, which evict them."
+)
+
+
+def interrupted(report: Report) -> str | None:
+    """The line that opens an interrupted report, None for a complete one."""
+    if not report.interrupted:
+        return None
+    done, total = len(report.results), len(report.plan.cases())
+    return (
+        f"**Interrupted**: the run was stopped after {done} of {total} cases; the "
+        "tables hold the cases finished."
+    )
+
+
+def repeat_warning(plan: Plan) -> str | None:
+    """The warning for a single run per case, None with repeats."""
+    if plan.repeat > 1:
+        return None
+    return (
+        "**Warning: one run per case** (`--repeat 1`), so the spread (run-to-run "
+        "noise, ±10-15 % on the project's shared 2-core machine) is unknown; use "
+        "`--repeat 3` or more before deciding."
+    )
+
+
+def legend(headers: set[str]) -> list[str]:
+    """A Markdown list explaining the columns among `headers` that need it."""
+    return [f"- `{h}`: {text}." for h, text in _LEGEND.items() if h in headers]
+
+
+def decode_differs(summary: Summary) -> str | None:
+    """Where the Kafka path's decode median differs from the in-process one by more
+    than `DECODE_TOLERANCE`, a paragraph saying so and why that may be; else None.
+    """
+    far = [
+        f"`{codec}` on `{profile}` ({ratio:.2f}x)"
+        for profile, rows in summary.items()
+        for codec, row in rows.items()
+        if (ratio := row.median("decode_vs_in_process")) is not None
+        and math.isfinite(ratio)
+        and abs(ratio - 1) > DECODE_TOLERANCE
+    ]
+    if not far:
+        return None
+    return (
+        f"The Kafka path's decode median differs from the in-process one by more "
+        f"than {DECODE_TOLERANCE:.0%} for {', '.join(far)}. {_WHY}"
+    )
