@@ -40,6 +40,7 @@ COPY loadgen/ loadgen/
 COPY abrunner/ abrunner/
 COPY localkafka/ localkafka/
 COPY codecbench/ codecbench/
+COPY schematool/ schematool/
 RUN uv build --wheel --python /usr/local/bin/python --out-dir /dist \
       --build-constraints requirements/dev.txt --require-hashes .
 

@@ -38,7 +38,7 @@ lint: setup  ## ruff format --check and ruff check
 	$(VENV)/bin/ruff check .
 
 typecheck: setup  ## mypy --strict
-	$(VENV)/bin/mypy service loadgen abrunner localkafka codecbench tests
+	$(VENV)/bin/mypy service loadgen abrunner localkafka codecbench schematool tests
 
 test-unit: setup  ## Unit tests (no network)
 	$(PY) -m pytest tests/unit

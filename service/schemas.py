@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Literal, get_args
+from typing import Final, Literal, Protocol, get_args
 
 import msgspec
 from google.protobuf.message import Message
@@ -21,6 +21,20 @@ from service.pb import messages_pb2
 
 SchemaName = Literal["small", "medium", "large"]
 SCHEMA_NAMES: Final[tuple[SchemaName, ...]] = get_args(SchemaName)
+
+
+class SchemaForms(Protocol):
+    """What a codec needs of a schema: a built-in `Schema` or a user's
+    (`service.userschema.UserSchema`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def struct(self) -> type[msgspec.Struct]: ...
+    @property
+    def model(self) -> type[BaseModel]: ...
+    @property
+    def proto(self) -> type[Message]: ...
 
 
 @dataclass(frozen=True, slots=True)

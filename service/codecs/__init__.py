@@ -26,7 +26,7 @@ from service.codecs.pydantic_json import (
     PydanticJsonCodec,
     StdlibJsonPydanticCodec,
 )
-from service.schemas import SCHEMAS, Schema, SchemaName
+from service.schemas import SCHEMAS, SchemaForms, SchemaName
 
 __all__ = [
     "CODECS",
@@ -55,7 +55,7 @@ JsonCodecName = Literal[
 ]
 CODEC_NAMES: Final[tuple[CodecName, ...]] = get_args(CodecName)
 
-_Factory = Callable[[Schema], Codec[Any]]
+_Factory = Callable[[SchemaForms], Codec[Any]]
 
 CODECS: Final[dict[CodecName, _Factory | None]] = {
     "json+pydantic": lambda s: PydanticJsonCodec(s.model),
@@ -76,7 +76,7 @@ REAL_CODECS: Final[tuple[CodecName, ...]] = tuple(
 
 def get_codec(
     name: CodecName,
-    schema: SchemaName,
+    schema: SchemaName | SchemaForms,
     *,
     auto_json: JsonCodecName = "msgspec-json",
     auto_output: CodecName | None = None,
@@ -85,21 +85,21 @@ def get_codec(
 
     Args:
         name: a registry key.
-        schema: a schema registry key.
+        schema: a schema registry key, or a schema's forms (a user's schema).
         auto_json: for `auto`, the codec that decodes JSON messages.
         auto_output: for `auto`, the codec `encode` writes with (default: `auto_json`).
 
     Raises:
         KeyError: for an unknown codec or schema (configuration validates first).
     """
-    bound = SCHEMAS[schema]
+    bound = SCHEMAS[schema] if isinstance(schema, str) else schema
     factory = CODECS[name]
     if factory is not None:
         return factory(bound)
     by_type = {
-        JSON: get_codec(auto_json, schema),
-        MSGPACK: get_codec("msgspec-msgpack", schema),
-        PROTOBUF: get_codec("protobuf", schema),
+        JSON: get_codec(auto_json, bound),
+        MSGPACK: get_codec("msgspec-msgpack", bound),
+        PROTOBUF: get_codec("protobuf", bound),
     }
-    output = get_codec(auto_output or auto_json, schema)
+    output = get_codec(auto_output or auto_json, bound)
     return AutoCodec(by_type, output)

@@ -17,7 +17,7 @@ def native_to_builtins(obj: Any) -> dict[str, Any]:
         out: dict[str, Any] = msgspec.to_builtins(obj)
         return out
     if isinstance(obj, BaseModel):
-        return obj.model_dump()
+        return obj.model_dump(mode="json")  # bytes, datetimes, enums as JSON has them
     if isinstance(obj, Message):
         return message_to_builtins(obj)
     raise TypeError(f"not a native message object: {type(obj).__name__}")

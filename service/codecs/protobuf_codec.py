@@ -7,9 +7,13 @@ The codec returns the generated message itself, never a `MessageToDict` copy.
 
 from __future__ import annotations
 
+import base64
+import datetime
 from typing import Any, Generic, TypeVar
 
+import msgspec
 from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.internal import api_implementation
 from google.protobuf.message import Message
 
@@ -24,24 +28,39 @@ def protobuf_backend() -> str:
     return str(api_implementation.Type())
 
 
-def _field_to_builtins(field: Any, value: Any) -> Any:
-    if field.message_type is None:
-        return list(value) if field.is_repeated else value
-    if field.is_repeated:
-        return [message_to_builtins(v) for v in value]
+def _value_to_builtins(field: Any, value: Any) -> Any:
+    """One value as JSON carries it: bytes as base64, a Timestamp as RFC 3339."""
+    message_type = field.message_type
+    if message_type is None:
+        if field.type == FieldDescriptor.TYPE_BYTES:
+            return base64.b64encode(value).decode()
+        return value
+    if message_type.full_name == "google.protobuf.Timestamp":
+        return msgspec.to_builtins(value.ToDatetime(tzinfo=datetime.UTC))
     return message_to_builtins(value)
+
+
+def _field_to_builtins(msg: Message, field: Any) -> Any:
+    value = getattr(msg, field.name)
+    if field.message_type is not None and field.message_type.GetOptions().map_entry:
+        value_field = field.message_type.fields_by_name["value"]
+        return {k: _value_to_builtins(value_field, v) for k, v in value.items()}
+    if field.is_repeated:
+        return [_value_to_builtins(field, v) for v in value]
+    if field.containing_oneof is not None and not msg.HasField(field.name):
+        return None  # an unset `optional` field
+    return _value_to_builtins(field, value)
 
 
 def message_to_builtins(msg: Message) -> dict[str, Any]:
     """Every field of `msg` (defaults included) as dicts, lists and scalars.
 
     Unlike `MessageToDict`, 64-bit integers stay `int` and names stay snake_case, so
-    the output compares equal to msgspec's and pydantic's.
+    the output compares equal to msgspec's and pydantic's. Maps become dicts, an
+    unset `optional` field None, bytes standard base64 and a Timestamp RFC 3339 text
+    (what `msgspec.to_builtins` gives for the same values).
     """
-    return {
-        f.name: _field_to_builtins(f, getattr(msg, f.name))
-        for f in msg.DESCRIPTOR.fields
-    }
+    return {f.name: _field_to_builtins(msg, f) for f in msg.DESCRIPTOR.fields}
 
 
 class ProtobufCodec(Generic[P]):

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+import msgspec
 import orjson
 from pydantic import BaseModel
 
@@ -37,7 +38,9 @@ class _PydanticCodec(Generic[M]):
         return obj.model_dump()
 
     def from_builtins(self, data: dict[str, Any], /) -> M:
-        return self._model.model_validate(data)
+        # Through JSON: builtins carry datetimes, bytes and enum values as JSON
+        # does, and a strict model accepts those as strings in JSON mode only.
+        return self._model.model_validate_json(msgspec.json.encode(data))
 
     def decode(self, data: bytes, /) -> M:
         return safe_decode(self.name, self.decode_unchecked, data)
@@ -78,7 +81,8 @@ class StdlibJsonPydanticCodec(_PydanticCodec[M]):
         self.decode_unchecked = lambda data: validate(loads(data))
 
     def _encode(self, obj: M) -> bytes:
-        return json.dumps(obj.model_dump(), separators=(",", ":")).encode()
+        # mode="json": json.dumps cannot write bytes or datetimes.
+        return json.dumps(obj.model_dump(mode="json"), separators=(",", ":")).encode()
 
 
 class OrjsonPydanticCodec(_PydanticCodec[M]):
@@ -92,4 +96,5 @@ class OrjsonPydanticCodec(_PydanticCodec[M]):
         self.decode_unchecked = lambda data: validate(loads(data))
 
     def _encode(self, obj: M) -> bytes:
-        return orjson.dumps(obj.model_dump())
+        # mode="json": orjson cannot write bytes; the model's own JSON forms apply.
+        return orjson.dumps(obj.model_dump(mode="json"))

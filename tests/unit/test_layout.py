@@ -9,7 +9,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-LAYERS = {"service": 0, "loadgen": 1, "localkafka": 1, "codecbench": 2, "abrunner": 3}
+LAYERS = {
+    "service": 0,
+    "loadgen": 1,
+    "localkafka": 1,
+    "codecbench": 2,
+    "schematool": 2,
+    "abrunner": 3,
+}
 """A package may import only packages of a lower layer (and its own)."""
 
 ALLOWED_ACROSS = {("abrunner", "localkafka")}

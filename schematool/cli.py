@@ -1,0 +1,184 @@
+"""`codec-schema`: command-line entry point (also `python -m schematool`).
+
+    codec-schema show   SCHEMA                 each field and how every form holds it
+    codec-schema derive SCHEMA [--form F]      the derived forms as source text
+    codec-schema check  SCHEMA [--count N]     every wire codec decodes the same values
+
+SCHEMA is `MODULE:NAME` (a pydantic v2 model or a msgspec Struct, importable from
+PYTHONPATH or the current directory) or `FILE.proto:MESSAGE`.
+Exit status: 0 on success (check: every codec agreed), 1 when check found a
+disagreement, 2 for a bad flag or a schema that cannot be loaded (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Final
+
+from schematool.check import render, run_check
+from schematool.codecs import WIRE_CODECS
+from schematool.protosource import proto_source
+from schematool.pysource import msgspec_source, pydantic_source
+from schematool.show import render_show
+from service import __version__
+from service.errors import ConfigError
+from service.userschema import SynthOptions, UserSchema, load_schema
+from service.userschema.from_msgspec import forbids_unknown_fields
+
+FORMS: Final = ("msgspec", "pydantic", "proto", "all")
+_DEFAULTS: Final = SynthOptions()
+
+
+def _pair(text: str) -> tuple[int, int]:
+    lo, sep, hi = text.partition(",")
+    try:
+        low = int(lo)
+        high = int(hi) if sep else low
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LO,HI, got {text!r}") from None
+    if not 0 <= low <= high:
+        raise argparse.ArgumentTypeError(f"expected 0 <= LO <= HI, got {text!r}")
+    return low, high
+
+
+def _ratio(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected 0 to 1, got {text!r}")
+    return value
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _shown(pair: tuple[int, int]) -> str:
+    return f"{pair[0]},{pair[1]}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser; every help text states its default."""
+    parser = argparse.ArgumentParser(
+        prog="codec-schema",
+        description="Your own message type in every codec's form: show how each "
+        "field maps, print the derived forms, check that every codec agrees.",
+    )
+    parser.add_argument("--version", action="version", version=__version__)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    spec_help = "MODULE:NAME (pydantic model or msgspec Struct) or FILE.proto:MESSAGE"
+    show = commands.add_parser("show", help="each field and how every form holds it")
+    show.add_argument("schema", metavar="SCHEMA", help=spec_help)
+    derive = commands.add_parser("derive", help="the derived forms as source text")
+    derive.add_argument("schema", metavar="SCHEMA", help=spec_help)
+    derive.add_argument(
+        "--form",
+        choices=FORMS,
+        default="all",
+        help="which form to print; one form prints a file to commit as is "
+        "(default: all, each under a heading)",
+    )
+    check = commands.add_parser("check", help="every wire codec decodes equal values")
+    check.add_argument("schema", metavar="SCHEMA", help=spec_help)
+    _check_flags(check)
+    return parser
+
+
+def _check_flags(check: argparse.ArgumentParser) -> None:
+    check.add_argument(
+        "--count", type=int, default=50, metavar="N", help="payloads (default: 50)"
+    )
+    check.add_argument(
+        "--seed", type=int, default=0, metavar="N", help="payload seed (default: 0)"
+    )
+    check.add_argument(
+        "--codecs",
+        type=_names,
+        default=list(WIRE_CODECS),
+        metavar="A,B",
+        help=f"wire codecs, comma-separated (default: {','.join(WIRE_CODECS)})",
+    )
+    for flag, default, what in (
+        ("--list-len", _DEFAULTS.list_len, "items per list"),
+        ("--map-len", _DEFAULTS.map_len, "entries per map"),
+        ("--str-len", _DEFAULTS.str_len, "characters per string"),
+        ("--bytes-len", _DEFAULTS.bytes_len, "bytes per bytes value"),
+    ):
+        check.add_argument(
+            flag,
+            type=_pair,
+            default=default,
+            metavar="LO,HI",
+            help=f"{what} (default: {_shown(default)})",
+        )
+    check.add_argument(
+        "--none-ratio",
+        type=_ratio,
+        default=_DEFAULTS.none_ratio,
+        metavar="R",
+        help=f"share of nullable fields left None (default: {_DEFAULTS.none_ratio})",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; return the exit status (see the module docstring)."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "check" and args.count < 1:
+            raise ConfigError(f"--count: expected at least 1, got {args.count}")
+        schema = load_schema(args.schema)
+        if args.command == "show":
+            print(render_show(schema))
+            return 0
+        if args.command == "derive":
+            print(derive_text(schema, args.form), end="")
+            return 0
+        options = SynthOptions(
+            list_len=args.list_len,
+            map_len=args.map_len,
+            str_len=args.str_len,
+            bytes_len=args.bytes_len,
+            none_ratio=args.none_ratio,
+        )
+        report = run_check(
+            schema,
+            count=args.count,
+            seed=args.seed,
+            options=options,
+            codecs=args.codecs,
+        )
+    except ConfigError as exc:
+        print(f"codec-schema: error: {exc}", file=sys.stderr)
+        return 2
+    print(render(report))
+    return 0 if report.ok else 1
+
+
+def derive_text(schema: UserSchema, form: str) -> str:
+    """The forms `form` names as source text; the user's own form is not re-derived."""
+    wanted = FORMS[:3] if form == "all" else (form,)
+    chunks = []
+    for one in wanted:
+        if one == schema.source:
+            text = f"# {one}: your own form ({schema.name}); nothing to derive\n"
+        elif one == "msgspec":
+            text = msgspec_source(schema)
+        elif one == "pydantic":
+            forbid = schema.source != "msgspec" or forbids_unknown_fields(schema.struct)
+            text = pydantic_source(schema, forbid_unknown=forbid)
+        else:
+            comment = (
+                f"Derived by codec-schema from {schema.name}.\n"
+                "Field numbers follow the declaration order: keep them when fields "
+                "change."
+            )
+            text = proto_source(schema.proto_file, comment)
+        if form == "all":
+            rule = "//" if one == "proto" else "#"
+            text = f"{rule} ===== {one} =====\n{text}"
+        chunks.append(text)
+    return "\n".join(chunks)

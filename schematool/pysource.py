@@ -1,0 +1,209 @@
+"""Derived msgspec Structs and pydantic models as Python source a user can commit.
+
+The text defines the same classes `service.userschema` builds at run time, with the
+same options and annotations (a unit test executes it and compares), nested classes
+first so that no annotation is a forward reference.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+import json
+import re
+from collections.abc import Callable
+from typing import Any, Final, Literal
+
+from service.userschema import MessageShape, UserSchema
+from service.userschema.shape import (
+    Choice,
+    FieldShape,
+    ListOf,
+    MapOf,
+    Scalar,
+    TypeShape,
+    messages,
+)
+
+Flavor = Literal["msgspec", "pydantic"]
+
+_BASES: Final[dict[str, str]] = {
+    "str": "str",
+    "int": "int",
+    "float": "float",
+    "bool": "bool",
+    "bytes": "bytes",
+    "datetime": "datetime.datetime",
+}
+_HEADER: Final = '"""{what} derived by codec-schema from {spec}."""\n'
+_STRUCT_OPTIONS: Final = (
+    "frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False"
+)
+
+
+def annotation_text(shape: TypeShape, flavor: Flavor) -> str:
+    """A shape's annotation as the derived source writes it."""
+    if isinstance(shape, MessageShape):
+        return shape.name
+    if isinstance(shape, Choice):
+        if shape.enum is None:
+            return "Literal[" + ", ".join(_literal(v) for v in shape.values) + "]"
+        name = shape.enum.__qualname__
+        return f"Annotated[{name}, Strict(False)]" if flavor == "pydantic" else name
+    if isinstance(shape, ListOf):
+        base = f"list[{annotation_text(shape.item, flavor)}]"
+    elif isinstance(shape, MapOf):
+        key = annotation_text(shape.key, flavor)
+        if flavor == "pydantic" and shape.key.kind == "int":
+            key = f"Annotated[{key}, Strict(False)]"
+        base = f"dict[{key}, {annotation_text(shape.value, flavor)}]"
+    else:
+        base = _scalar(shape, flavor)
+    bounds = shape.constraints.items()
+    if flavor == "pydantic":
+        bounds.pop("tz", None)
+    if not bounds:
+        return base
+    args = ", ".join(f"{k}={v!r}" for k, v in bounds.items())
+    meta = f"msgspec.Meta({args})" if flavor == "msgspec" else f"Field({args})"
+    return f"Annotated[{base}, {meta}]"
+
+
+def field_text(f: FieldShape, flavor: Flavor) -> str:
+    """`name: annotation[ = default]` of one field."""
+    text = f"{f.name}: {annotation_text(f.type, flavor)}"
+    if f.nullable:
+        text += " | None"
+    if f.default_factory is not None:
+        maker = "msgspec.field" if flavor == "msgspec" else "Field"
+        return f"{text} = {maker}(default_factory={f.default_factory.__name__})"
+    if not f.required:
+        return f"{text} = {_value(f.default)}"
+    return text
+
+
+def msgspec_source(schema: UserSchema) -> str:
+    """The msgspec Structs of `schema` as a module."""
+    return _module(schema, "msgspec", "msgspec Structs", _struct_class)
+
+
+def pydantic_source(schema: UserSchema, *, forbid_unknown: bool = True) -> str:
+    """The pydantic models of `schema` as a module."""
+    extra = "forbid" if forbid_unknown else "ignore"
+
+    def model_class(msg: MessageShape) -> list[str]:
+        return [
+            f"class {msg.name}(BaseModel):",
+            f'    model_config = ConfigDict(strict=True, extra="{extra}", frozen=True, '
+            "protected_namespaces=())",
+            *(f"    {field_text(f, 'pydantic')}" for f in msg.fields),
+        ]
+
+    return _module(schema, "pydantic", "pydantic models", model_class)
+
+
+def _struct_class(msg: MessageShape) -> list[str]:
+    body = [f"    {field_text(f, 'msgspec')}" for f in msg.fields] or ["    pass"]
+    return [f"class {msg.name}(msgspec.Struct, {_STRUCT_OPTIONS}):", *body]
+
+
+def _module(
+    schema: UserSchema,
+    flavor: Flavor,
+    what: str,
+    render_class: Callable[[MessageShape], list[str]],
+) -> str:
+    ordered = messages(schema.shape)
+    chunks = [*_enum_classes(ordered), *("\n".join(render_class(m)) for m in ordered)]
+    body = "\n\n\n".join(chunks)
+    header = _HEADER.format(what=what, spec=schema.name)
+    return f"{header}\n{_imports(ordered, body, flavor)}\n\n\n{body}\n"
+
+
+def _imports(ordered: list[MessageShape], body: str, flavor: Flavor) -> str:
+    """Only what `body` uses, so that the file passes a linter as written."""
+    stdlib = [f"import {m}" for m in ("datetime", "enum") if f"{m}." in body]
+    typing = [n for n in ("Annotated", "Literal") if f"{n}[" in body]
+    if typing:
+        stdlib.append(f"from typing import {', '.join(typing)}")
+    if flavor == "msgspec":
+        third = ["import msgspec"]
+    else:
+        names = [
+            "AwareDatetime",
+            "Base64Bytes",
+            "BaseModel",
+            "ConfigDict",
+            "Field",
+            "Strict",
+        ]
+        used = [n for n in names if re.search(rf"\b{n}\b", body)]
+        third = [f"from pydantic import {', '.join(used)}"]
+    shapes = [s for msg in ordered for f in msg.fields for s in _leaves(f.type)]
+    own = sorted(
+        {
+            f"from {cls.__module__} import {cls.__qualname__.split('.')[0]}"
+            for cls in _enums(ordered)
+            if not _choice_of(cls, shapes).generated
+        }
+    )
+    groups = [stdlib, third, own]
+    return "\n\n".join("\n".join(g) for g in groups if g)
+
+
+def _enum_classes(ordered: list[MessageShape]) -> list[str]:
+    shapes = [s for msg in ordered for f in msg.fields for s in _leaves(f.type)]
+    out = []
+    for cls in _enums(ordered):
+        if _choice_of(cls, shapes).generated:
+            members = [f"    {m.name} = {m.value!r}" for m in cls.__members__.values()]
+            out.append("\n".join([f"class {cls.__name__}(enum.IntEnum):", *members]))
+    return out
+
+
+def _enums(ordered: list[MessageShape]) -> list[type[enum.Enum]]:
+    found: dict[type[enum.Enum], None] = {}
+    for msg in ordered:
+        for f in msg.fields:
+            for s in _leaves(f.type):
+                if isinstance(s, Choice) and s.enum is not None:
+                    found[s.enum] = None
+    return list(found)
+
+
+def _choice_of(cls: type[enum.Enum], shapes: list[TypeShape]) -> Choice:
+    return next(s for s in shapes if isinstance(s, Choice) and s.enum is cls)
+
+
+def _leaves(shape: TypeShape) -> list[TypeShape]:
+    if isinstance(shape, ListOf):
+        return _leaves(shape.item)
+    if isinstance(shape, MapOf):
+        return [shape.key, *_leaves(shape.value)]
+    return [shape]
+
+
+def _scalar(shape: Scalar, flavor: Flavor) -> str:
+    if flavor == "msgspec":
+        return _BASES[shape.kind]
+    if shape.kind == "bytes":
+        return "Annotated[Base64Bytes, Strict(False)]"
+    if shape.kind == "datetime":
+        base = "AwareDatetime" if shape.constraints.tz else "datetime.datetime"
+        return f"Annotated[{base}, Strict(False)]"
+    return _BASES[shape.kind]
+
+
+def _literal(value: str | int) -> str:
+    """A str in double quotes (as formatters write it), an int as is."""
+    return json.dumps(value) if isinstance(value, str) else repr(value)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__qualname__}.{value.name}"
+    if isinstance(value, datetime.datetime):
+        return repr(value).replace("datetime.timezone.utc", "datetime.UTC")
+    if isinstance(value, str):
+        return _literal(value)
+    return repr(value)

@@ -1,0 +1,156 @@
+"""`codec-schema show`: each field of a user's schema and how every form holds it."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+from pydantic import BaseModel, Strict
+
+from schematool.protosource import field_declaration, find_message
+from service.userschema import MessageShape, UserSchema
+from service.userschema.shape import (
+    Choice,
+    FieldShape,
+    ListOf,
+    MapOf,
+    Scalar,
+    TypeShape,
+    describe,
+)
+
+_HEADERS: Final = ("field", "type", "protobuf", "notes")
+_STRING_CARRIED: Final = "json-stdlib+pydantic and orjson+pydantic"
+
+
+def render_show(schema: UserSchema) -> str:
+    """The summary: which form is the user's, then one row per field."""
+    lines = [f"schema {schema.name}", *_forms(schema), ""]
+    rows: list[tuple[str, ...]] = [_HEADERS]
+    seen: set[int] = set()
+    _rows(schema, schema.shape, schema.shape.name, rows, seen)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADERS) - 1)]
+    for row in rows:
+        cells = [cell.ljust(w) for cell, w in zip(row, widths, strict=False)]
+        lines.append("  ".join([*cells, row[-1]]).rstrip())
+    return "\n".join(lines)
+
+
+def _forms(schema: UserSchema) -> list[str]:
+    model, struct = schema.model, schema.struct
+    strict = "strict" if model.model_config.get("strict") else "lax: '42' is an int"
+    yours = {
+        "pydantic": f"{_qualified(model)}, yours ({strict})",
+        "msgspec": f"{_qualified(struct)}, yours ({_struct_options(struct)})",
+        "proto": f"{schema.shape.proto_name} in {schema.proto_file.name}, yours",
+    }
+    derived = {
+        "pydantic": f"{model.__name__}, derived (strict; JSON-string values lenient)",
+        "msgspec": f"{struct.__name__}, derived (strict, frozen, forbids unknown fields)",
+        "proto": f"{schema.shape.proto_name}, derived proto3 in {schema.proto_file.name}",
+    }
+    label = {"pydantic": "pydantic", "msgspec": "msgspec", "proto": "protobuf"}
+    return [
+        f"  {label[form]:<9} {(yours if form == schema.source else derived)[form]}"
+        for form in ("pydantic", "msgspec", "proto")
+    ]
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _rows(
+    schema: UserSchema,
+    msg: MessageShape,
+    path: str,
+    rows: list[tuple[str, ...]],
+    seen: set[int],
+) -> None:
+    seen.add(id(msg))
+    desc = find_message(schema.proto_file, msg.proto_name)
+    by_name = {f.name: f for f in desc.field}
+    for f in msg.fields:
+        typ = describe(f.type) + (" | None" if f.nullable else "")
+        bounds = _bounds(f.type)
+        if bounds:
+            typ += f" ({bounds})"
+        proto = field_declaration(by_name[f.name], desc, schema.proto_file)
+        notes = _notes(msg, f, own_proto=schema.source == "proto")
+        rows.append((f"{path}.{f.name}", typ, proto, "; ".join(notes)))
+        for inner, suffix in _nested(f.type):
+            if id(inner) not in seen:
+                _rows(schema, inner, f"{path}.{f.name}{suffix}", rows, seen)
+
+
+def _nested(shape: TypeShape) -> list[tuple[MessageShape, str]]:
+    if isinstance(shape, MessageShape):
+        return [(shape, "")]
+    if isinstance(shape, ListOf) and isinstance(shape.item, MessageShape):
+        return [(shape.item, "[]")]
+    if isinstance(shape, MapOf) and isinstance(shape.value, MessageShape):
+        return [(shape.value, "{}")]
+    return []
+
+
+def _bounds(shape: TypeShape) -> str:
+    if isinstance(shape, Scalar | ListOf | MapOf):
+        items = shape.constraints.items()
+        items.pop("tz", None)
+        return ", ".join(f"{k}={v!r}" for k, v in items.items())
+    return ""
+
+
+def _notes(msg: MessageShape, f: FieldShape, *, own_proto: bool) -> list[str]:
+    shape, notes = f.type, []
+    leaf = shape.item if isinstance(shape, ListOf) else shape
+    if f.nullable:
+        notes.append("None <-> unset (field presence)")
+    if isinstance(leaf, Scalar) and leaf.kind == "datetime" and not leaf.constraints.tz:
+        notes.append("a Timestamp is an instant: send timezone-aware datetimes")
+    if isinstance(leaf, Scalar) and leaf.kind == "bytes":
+        notes.append("standard base64 in JSON")
+    if isinstance(leaf, Choice) and leaf.enum is not None and not leaf.generated:
+        notes.append(
+            f"protobuf holds the value, which == the {leaf.enum.__name__} member"
+        )
+    # A .proto's own bounds are its integer types' ranges, which protobuf checks too.
+    if not own_proto and (_bounds(shape) or _bounds(leaf)):
+        notes.append("bounds checked by pydantic and msgspec, not by protobuf")
+    if _string_carried(shape) and _strict_pydantic(msg.source, f.name):
+        notes.append(
+            f"strict model: {_STRING_CARRIED} read it as a JSON string and reject "
+            "it (annotate it Strict(False))"
+        )
+    return notes
+
+
+def _string_carried(shape: TypeShape) -> bool:
+    """JSON carries it as a string, which a strict model refuses in Python mode."""
+    if isinstance(shape, ListOf):
+        return _string_carried(shape.item)
+    if isinstance(shape, MapOf):
+        return shape.key.kind == "int" or _string_carried(shape.value)
+    if isinstance(shape, Choice):
+        return shape.enum is not None
+    return isinstance(shape, Scalar) and shape.kind in ("datetime", "bytes")
+
+
+def _strict_pydantic(source: Any, name: str) -> bool:
+    """A strict user model whose field `name` was not made lax on its own."""
+    if not (isinstance(source, type) and issubclass(source, BaseModel)):
+        return False
+    lenient = any(
+        isinstance(m, Strict) and not m.strict
+        for m in source.model_fields[name].metadata
+    )
+    return bool(source.model_config.get("strict")) and not lenient
+
+
+def _struct_options(struct: type[msgspec.Struct]) -> str:
+    config = struct.__struct_config__
+    return (
+        "forbids unknown fields"
+        if config.forbid_unknown_fields
+        else "ignores unknown fields"
+    )

@@ -1,0 +1,119 @@
+"""Decoded objects of any form read field by field, and their differences by path.
+
+`read_native` reads a decoded msgspec Struct, pydantic model or protobuf message the
+way business logic does, by attribute, guided by the schema's shape, into plain
+values: a dict per message, lists, dicts, and the leaves as decoded. Two codecs agree
+when those compare equal leaf by leaf (`diff`): an enum member equals its value only
+if it is a str or int Enum, which is why plain Enums are refused. protobuf's own
+wrappers are the only values converted: a Timestamp becomes an aware UTC datetime, an
+unset `optional` field None, a repeated field a list, a map a dict.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, Final
+
+from google.protobuf.message import Message
+
+from service.userschema.shape import (
+    Choice,
+    FieldShape,
+    ListOf,
+    MapOf,
+    MessageShape,
+    Scalar,
+    TypeShape,
+)
+
+_MAX_REPR: Final = 60
+
+
+def read_native(obj: Any, shape: MessageShape) -> dict[str, Any]:
+    """The fields of a decoded object as plain values (see the module docstring)."""
+    proto = isinstance(obj, Message)
+    return {f.name: _read_field(obj, f, proto) for f in shape.fields}
+
+
+def _read_field(obj: Any, f: FieldShape, proto: bool) -> Any:
+    if proto and f.nullable and not obj.HasField(f.name):
+        return None
+    value = getattr(obj, f.name)
+    return None if value is None else _read(value, f.type, proto)
+
+
+def _read(value: Any, shape: TypeShape, proto: bool) -> Any:
+    if isinstance(shape, MessageShape):
+        return read_native(value, shape)
+    if isinstance(shape, ListOf):
+        return [_read(v, shape.item, proto) for v in value]
+    if isinstance(shape, MapOf):
+        return {k: _read(v, shape.value, proto) for k, v in value.items()}
+    if proto and isinstance(shape, Scalar) and shape.kind == "datetime":
+        return value.ToDatetime(tzinfo=datetime.UTC)
+    return value
+
+
+def diff(
+    expected: Any, actual: Any, shape: TypeShape | None, path: str
+) -> list[tuple[str, str]]:
+    """Every leaf where two read values differ, as (path, what differs).
+
+    Args:
+        expected: `read_native` output (or a part of it) of the reference codec.
+        actual: the same of another codec.
+        shape: the shape both were read with (None for a map's key set).
+        path: the dotted path of this part (`Order.items[2].price`).
+    """
+    if isinstance(shape, MessageShape) and isinstance(expected, dict):
+        if not isinstance(actual, dict):
+            return [(path, _pair(expected, actual))]
+        return [
+            d
+            for f in shape.fields
+            for d in diff(
+                expected.get(f.name), actual.get(f.name), f.type, f"{path}.{f.name}"
+            )
+        ]
+    if isinstance(shape, ListOf) and isinstance(expected, list):
+        if not isinstance(actual, list) or len(actual) != len(expected):
+            return [(path, f"{_length(expected)} != {_length(actual)}")]
+        return [
+            d
+            for i, (e, a) in enumerate(zip(expected, actual, strict=True))
+            for d in diff(e, a, shape.item, f"{path}[{i}]")
+        ]
+    if isinstance(shape, MapOf) and isinstance(expected, dict):
+        if not isinstance(actual, dict) or set(actual) != set(expected):
+            return [(path, "keys " + _pair(_keys(expected), _keys(actual)))]
+        return [
+            d
+            for k in expected
+            for d in diff(expected[k], actual[k], shape.value, f"{path}[{k!r}]")
+        ]
+    return [] if _same(expected, actual, shape) else [(path, _pair(expected, actual))]
+
+
+def _same(expected: Any, actual: Any, shape: TypeShape | None) -> bool:
+    if isinstance(expected, bool) != isinstance(actual, bool):
+        return False  # True == 1 in Python, but a bool field that decodes to 1 is wrong
+    if isinstance(shape, Choice | Scalar) or shape is None:
+        return bool(expected == actual)
+    return expected is None and actual is None
+
+
+def _keys(value: Any) -> Any:
+    return sorted(value, key=repr) if isinstance(value, dict) else value
+
+
+def _length(value: Any) -> str:
+    return f"{len(value)} items" if isinstance(value, list) else _short(value)
+
+
+def _pair(expected: Any, actual: Any) -> str:
+    return f"{_short(expected)} != {_short(actual)}"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _MAX_REPR else text[: _MAX_REPR - 3] + "..."

@@ -1,0 +1,301 @@
+"""The shape of a user's message type: the one description every form is derived from.
+
+A `MessageShape` is what the three forms (msgspec Struct, pydantic model, protobuf
+message) have in common. Each source (a pydantic model, a msgspec Struct, a `.proto`
+message) is read into a shape; each form is built from it. Whatever a shape cannot
+hold was refused while reading the source, with the field's dotted path.
+
+| shape | Python | protobuf |
+| --- | --- | --- |
+| `Scalar("str")` | `str` | `string` |
+| `Scalar("int")` | `int` | `int64`; `int32`/`uint32`/`uint64` when bounds fit |
+| `Scalar("float")` | `float` | `double` |
+| `Scalar("bool")` | `bool` | `bool` |
+| `Scalar("bytes")` | `bytes` (standard base64 in JSON) | `bytes` |
+| `Scalar("datetime")` | `datetime` | `google.protobuf.Timestamp` |
+| `Choice` of str | a `str` Enum or `Literal` of str | `string` |
+| `Choice` of int | an `IntEnum` or `Literal` of int | `int64` (or the `.proto` enum) |
+| `ListOf` | `list[X]` | `repeated X` |
+| `MapOf` | `dict[K, V]` (K `str` or `int`) | `map<K, V>` |
+| `MessageShape` | a nested model / Struct | a message |
+| nullable field | `X | None` | `optional X` (field presence) |
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, fields as dc_fields
+from typing import Any, Final, Literal, TypeAlias
+
+from service.errors import ConfigError
+
+ScalarKind = Literal["str", "int", "float", "bool", "bytes", "datetime"]
+
+TIMESTAMP: Final = ".google.protobuf.Timestamp"
+"""The protobuf type a datetime maps to (an instant with nanosecond resolution)."""
+
+_INT32: Final = (-(2**31), 2**31 - 1)
+_UINT32: Final = (0, 2**32 - 1)
+_INT64: Final = (-(2**63), 2**63 - 1)
+_UINT64: Final = (0, 2**64 - 1)
+
+
+class _NoDefault(enum.Enum):
+    """The marker of a required field (None is a legitimate default)."""
+
+    NO_DEFAULT = "NO_DEFAULT"
+
+
+NO_DEFAULT: Final = _NoDefault.NO_DEFAULT
+
+
+@dataclass(frozen=True, slots=True)
+class Constraints:
+    """Validation bounds carried from the source to the derived Python forms.
+
+    protobuf has no validation: its codec accepts any value of the field's type.
+    """
+
+    gt: int | float | None = None
+    ge: int | float | None = None
+    lt: int | float | None = None
+    le: int | float | None = None
+    multiple_of: int | float | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    pattern: str | None = None
+    tz: bool | None = None
+
+    def items(self) -> dict[str, Any]:
+        """The bounds that are set, by name (`msgspec.Meta` and `Field` keywords)."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in dc_fields(self)
+            if getattr(self, f.name) is not None
+        }
+
+    def merged(self, **changes: Any) -> Constraints:
+        """A copy with `changes` applied (None values ignored)."""
+        values = self.items() | {k: v for k, v in changes.items() if v is not None}
+        return Constraints(**values)
+
+
+NO_CONSTRAINTS: Final = Constraints()
+
+
+@dataclass(frozen=True, slots=True)
+class Scalar:
+    """A single value: see the module table for each kind's protobuf type."""
+
+    kind: ScalarKind
+    constraints: Constraints = NO_CONSTRAINTS
+
+    @property
+    def proto(self) -> str:
+        """The protobuf type: a scalar keyword or `TIMESTAMP`."""
+        if self.kind == "int":
+            return int_width(self.constraints)
+        return _PROTO_SCALARS[self.kind]
+
+
+_PROTO_SCALARS: Final[dict[str, str]] = {
+    "str": "string",
+    "float": "double",
+    "bool": "bool",
+    "bytes": "bytes",
+    "datetime": TIMESTAMP,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """One of fixed values: an Enum (`enum` set) or a Literal (`enum` None).
+
+    Attributes:
+        values: the allowed values, all `str` or all `int`.
+        enum: the Enum class whose members the Python forms decode to.
+        generated: True when `enum` was made from a `.proto` enum (derived source
+            text must define it rather than import it).
+    """
+
+    values: tuple[str, ...] | tuple[int, ...]
+    enum: type[enum.Enum] | None = None
+    generated: bool = False
+
+    @property
+    def proto(self) -> str:
+        """`string` for str values, `int64` for int values."""
+        return "string" if isinstance(self.values[0], str) else "int64"
+
+
+@dataclass(frozen=True, slots=True)
+class ListOf:
+    """A list of one item type (`repeated` in protobuf)."""
+
+    item: TypeShape
+    constraints: Constraints = NO_CONSTRAINTS
+
+
+@dataclass(frozen=True, slots=True)
+class MapOf:
+    """A dict with `str` or `int` keys (`map<K, V>` in protobuf)."""
+
+    key: Scalar
+    value: TypeShape
+    constraints: Constraints = NO_CONSTRAINTS
+
+
+@dataclass(frozen=True, slots=True)
+class FieldShape:
+    """One field of a message.
+
+    Attributes:
+        name: the attribute and wire name (aliases are refused).
+        type: the value's shape.
+        nullable: the field accepts None (`X | None`; protobuf field presence).
+        default: the default value, or `NO_DEFAULT` when required.
+        default_factory: `list` or `dict` for an empty-container default.
+    """
+
+    name: str
+    type: TypeShape
+    nullable: bool = False
+    default: Any = NO_DEFAULT
+    default_factory: Callable[[], Any] | None = None
+
+    @property
+    def required(self) -> bool:
+        """True when the field has neither a default nor a default factory."""
+        return self.default is NO_DEFAULT and self.default_factory is None
+
+
+@dataclass(eq=False, slots=True)
+class MessageShape:
+    """A message: named fields in declaration order.
+
+    Attributes:
+        name: unique among the schema's messages (a Python class and proto name).
+        fields: in declaration order (protobuf field numbers follow it from 1).
+        source: the user's class this shape was read from, if any.
+        proto_name: the full protobuf name, when read from a `.proto` file.
+    """
+
+    name: str
+    fields: tuple[FieldShape, ...] = ()
+    source: type | None = None
+    proto_name: str = ""
+
+
+TypeShape: TypeAlias = Scalar | Choice | ListOf | MapOf | MessageShape
+
+
+def int_width(bounds: Constraints) -> str:
+    """The narrowest of int32, uint32, int64, uint64 that holds `bounds`.
+
+    Unbounded ints are int64 (the built-in schemas' choice); a bound past 64 bits
+    is refused by the readers before this is asked.
+    """
+    lo, hi = int_range(bounds)
+    for name, (low, high) in (
+        ("int32", _INT32),
+        ("uint32", _UINT32),
+        ("int64", _INT64),
+        ("uint64", _UINT64),
+    ):
+        if lo is not None and hi is not None and low <= lo and hi <= high:
+            return name
+    return "uint64" if lo is not None and lo >= 0 and hi is None else "int64"
+
+
+def int_range(bounds: Constraints) -> tuple[int | None, int | None]:
+    """The inclusive integer range of `bounds` (None: unbounded on that side)."""
+    lo = _first(bounds.ge, None if bounds.gt is None else bounds.gt + 1)
+    hi = _first(bounds.le, None if bounds.lt is None else bounds.lt - 1)
+    return (None if lo is None else int(lo), None if hi is None else int(hi))
+
+
+def _first(*values: int | float | None) -> int | float | None:
+    return next((v for v in values if v is not None), None)
+
+
+def fits_64_bits(bounds: Constraints) -> bool:
+    """True when every int `bounds` allow fits int64 or uint64."""
+    lo, hi = int_range(bounds)
+    if lo is not None and lo < _INT64[0]:
+        return False
+    return hi is None or hi <= (_UINT64[1] if lo is not None and lo >= 0 else _INT64[1])
+
+
+def messages(root: MessageShape) -> list[MessageShape]:
+    """Every message reachable from `root`, each after the messages it uses."""
+    out: list[MessageShape] = []
+    seen: set[int] = set()
+
+    def visit(msg: MessageShape) -> None:
+        if id(msg) in seen:
+            return
+        seen.add(id(msg))
+        for f in msg.fields:
+            for inner in nested(f.type):
+                visit(inner)
+        out.append(msg)
+
+    visit(root)
+    return out
+
+
+def nested(shape: TypeShape) -> Iterator[MessageShape]:
+    """The messages a type shape refers to directly (through lists and maps)."""
+    if isinstance(shape, MessageShape):
+        yield shape
+    elif isinstance(shape, ListOf):
+        yield from nested(shape.item)
+    elif isinstance(shape, MapOf):
+        yield from nested(shape.value)
+
+
+def unique_name(base: str, taken: set[str]) -> str:
+    """`base`, or `base2`, `base3`... : the first not in `taken` (then added)."""
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}{n}"
+    taken.add(name)
+    return name
+
+
+@dataclass(slots=True)
+class Refusals:
+    """Collects every unmappable field, so one error names them all."""
+
+    found: list[str] = field(default_factory=list)
+
+    def add(self, path: str, reason: str) -> Scalar:
+        """Record a refusal; return a placeholder shape so reading can go on."""
+        self.found.append(f"{path}: {reason}")
+        return Scalar("str")
+
+    def raise_any(self) -> None:
+        """Raise `ConfigError` naming every refusal, if there were any.
+
+        Raises:
+            ConfigError: "schema error: PATH: REASON[; PATH: REASON...]".
+        """
+        if self.found:
+            raise ConfigError("schema error: " + "; ".join(self.found))
+
+
+def describe(shape: TypeShape) -> str:
+    """A short Python-like name of a shape, for summaries and messages."""
+    if isinstance(shape, Scalar):
+        return shape.kind
+    if isinstance(shape, Choice):
+        if shape.enum is not None:
+            return shape.enum.__name__
+        return "Literal[" + ", ".join(repr(v) for v in shape.values) + "]"
+    if isinstance(shape, ListOf):
+        return f"list[{describe(shape.item)}]"
+    if isinstance(shape, MapOf):
+        return f"dict[{describe(shape.key)}, {describe(shape.value)}]"
+    return shape.name
