@@ -39,7 +39,8 @@ def _flags(rows: list[tuple[str, Any, str]]) -> tuple[Flag, ...]:
 
 _RUN: Final = _flags(
     [
-        ("topic", str, "topic to write; it must exist"),
+        ("topic", str, "topic to write; it must exist unless --create-topics"),
+        ("partitions", int, "partitions of the topic --create-topics creates"),
         ("codec", str, "codec writing the payloads: any registry key but auto"),
         ("profile", str, "payload profile / schema: small|medium|large"),
         ("large_bytes", int, "JSON size of a large payload"),
@@ -70,6 +71,7 @@ _RUN: Final = _flags(
         ("linger_ms", float, "librdkafka linger.ms: batching delay"),
         ("compression", str, "none|gzip|snappy|lz4|zstd"),
         ("delivery_timeout_s", float, "message.timeout.ms, and the final flush's wait"),
+        ("log_level", str, "debug|info|warning|error: Kafka client lines on stderr"),
     ]
 )
 _SWITCHES: Final = (
@@ -84,6 +86,12 @@ _SWITCHES: Final = (
         default="yes if the topic has the recorded partitions",
     ),
     Flag("--idempotence", ("idempotence",), "idempotent producer", boolean=True),
+    Flag(
+        "--create-topics",
+        ("create_topics",),
+        "create the topic if it is missing (else: exit 2)",
+        boolean=True,
+    ),
 )
 _RECORD: Final = (
     Flag("--topic", ("topic",), "topic to read"),
@@ -92,6 +100,7 @@ _RECORD: Final = (
     Flag("--max", ("record_max",), "stop after this many messages", int),
     Flag("--timeout", ("record_timeout_s",), "stop after this long idle (s)", float),
     Flag("--start", ("record_start",), "earliest (the whole topic)|latest (from now)"),
+    Flag("--log-level", ("log_level",), "debug|info|warning|error: Kafka client lines"),
 )
 _OUTPUT: Final = Flag("--output", ("output",), "summary format on stdout: table|json")
 
@@ -176,6 +185,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = settings_or_status(LoadgenSettings, TOOL, args, flags)
     if isinstance(settings, int):
         return settings
+    from service.errors import LoadgenError
+    from service.logging import configure_logging
+
+    # stdout holds the summary (a table or one JSON object): log lines go to stderr.
+    configure_logging(settings.log_level, "console", stream=sys.stderr)
     try:
         if recording:
             return _record(settings, as_json=args.json)
@@ -183,20 +197,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    except LoadgenError as exc:
+        print(f"codec-loadgen: error: {exc}", file=sys.stderr)
+        return 1
 
 
 def _produce(settings: LoadgenSettings) -> int:
     from loadgen.generator import run
     from loadgen.report import ProgressDisplay, render_table, to_json
-    from service.errors import LoadgenError
 
     stop = _stop_on_signals()
-    try:
-        with ProgressDisplay(settings.progress) as display:
-            summary = run(settings, on_progress=display.update, stop=stop.is_set)
-    except LoadgenError as exc:
-        print(f"codec-loadgen: error: {exc}", file=sys.stderr)
-        return 1
+    with ProgressDisplay(settings.progress) as display:
+        summary = run(settings, on_progress=display.update, stop=stop.is_set)
     print(to_json(summary) if settings.output == "json" else render_table(summary))
     return summary.exit_code
 

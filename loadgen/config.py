@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from loadgen.payloads import DEFAULT_LARGE_BYTES
 from service.codecs import REAL_CODECS, CodecName
 from service.connection import KafkaConnection, refuse_keys
+from service.logging import kafka_logger
 from service.schemas import SchemaName
 from service.settings import loader
 
@@ -58,6 +59,8 @@ class LoadgenSettings(BaseModel):
 
     kafka: KafkaConnection = Field(default_factory=KafkaConnection)
     topic: str = "orders"
+    create_topics: bool = False
+    partitions: Annotated[int, Field(ge=1, le=100_000)] = 4
     codec: CodecName = "json+pydantic"
     profile: SchemaName = "medium"
     large_bytes: Annotated[int, Field(ge=256, le=16 * 1024 * 1024)] = (
@@ -88,6 +91,7 @@ class LoadgenSettings(BaseModel):
     transcode: CodecName | None = None
     output: Literal["table", "json"] = "table"
     progress: Literal["auto", "always", "never"] = "auto"
+    log_level: Literal["debug", "info", "warning", "error"] = "warning"
     metrics_port: Annotated[int | None, Field(ge=0, le=65_535)] = None
     metrics_host: str = "127.0.0.1"
     client_id: str = "codec-loadgen"
@@ -139,7 +143,10 @@ class LoadgenSettings(BaseModel):
         return self.codec
 
     def producer_config(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:
-        """The producer's librdkafka settings: idempotent, acks=all by default."""
+        """The producer's librdkafka settings: idempotent, acks=all by default.
+
+        Every client also logs through structlog (`--log-level`), not to stderr.
+        """
         return {
             **_TUNING,
             **self.kafka.librdkafka(plaintext_secrets=plaintext_secrets),
@@ -149,6 +156,7 @@ class LoadgenSettings(BaseModel):
             "linger.ms": self.linger_ms,
             "compression.type": self.compression,
             "message.timeout.ms": int(self.delivery_timeout_s * 1000),
+            "logger": kafka_logger(),
         }
 
     def consumer_config(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:
@@ -159,6 +167,7 @@ class LoadgenSettings(BaseModel):
             "group.id": f"codec-loadgen-record-{secrets.token_hex(4)}",
             "enable.auto.commit": False,
             "enable.partition.eof": False,
+            "logger": kafka_logger(),
         }
 
 

@@ -1,7 +1,8 @@
 """A load-generation run: topic probe, plan, producer processes, summary (`run()`).
 
 `run(settings, on_progress=..., stop=...)` is the library entry point and the one
-`codec-loadgen` calls. It checks the topic before anything starts, builds the
+`codec-loadgen` calls. It binds its metrics port, then checks (or, with
+`create_topics`, creates) the topic before anything starts, builds the
 `Source` (synthetic or replayed), runs one `ProducerLoop` in this process or
 `processes = N` of them in spawned processes (process i sends seqs i, i+N, ... on
 the same global schedule, so together they send seq 0..n-1 at the rate asked),
@@ -14,12 +15,13 @@ import contextlib
 import multiprocessing as mp
 import queue as queue_mod
 import signal
+import sys
 import time
 from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 from prometheus_client import CollectorRegistry
 
 from loadgen.config import LoadgenSettings
@@ -30,50 +32,48 @@ from loadgen.report import Aggregator, Progress, Summary, Tick
 from loadgen.schedule import build_schedule, plan
 from loadgen.source import Source, synthetic_source
 from service.errors import ConfigError, LoadgenError
+from service.logging import cannot_reach, configure_logging
+from service.topics import CONNECT_TIMEOUT_S, TopicAdmin, ensure_topics
 
 START_DELAY_S: Final = 0.2
 """Producers start this long after the last one is ready, on one shared instant."""
-METADATA_TIMEOUT_S = 10.0
+METADATA_TIMEOUT_S = CONNECT_TIMEOUT_S
 """How long the topic probe waits for the broker (not Final: tests shorten it)."""
 
 
 def topic_partitions(s: LoadgenSettings) -> int:
-    """The topic's partition count, checked before any process starts.
+    """The topic's partition count, checked (or created) before any process starts.
 
-    Also validates the librdkafka settings (a probe producer is built from them).
+    Also validates the librdkafka settings: the probe is built from the producer's
+    (an AdminClient is a producer inside librdkafka).
 
     Raises:
-        ConfigError: librdkafka rejects a setting, or the topic does not exist.
-        LoadgenError: Kafka cannot be reached.
+        ConfigError: librdkafka rejects a setting, or the topic does not exist
+            (and `create_topics` is off), or the cluster refused to create it.
+        LoadgenError: Kafka cannot be reached, or a created topic got no leaders.
     """
-    # Not idempotent (no producer id to fetch); no auto-creation (a typo in the
-    # topic must not create a topic); log_level 2: an unreachable broker is
-    # reported once, below, rather than every 50 ms.
-    conf = s.producer_config(plaintext_secrets=True)
-    conf.update(
-        {"enable.idempotence": False, "allow.auto.create.topics": False, "log_level": 2}
-    )
+    # Not idempotent: a probe has no producer id to fetch.
+    conf = s.producer_config(plaintext_secrets=True) | {"enable.idempotence": False}
     try:
-        probe = Producer(conf)
+        admin = TopicAdmin(conf)
     except KafkaException as exc:
         msg = exc.args[0].str() if exc.args else exc
         raise ConfigError(
             f"config error: librdkafka refused a setting: {msg}"
         ) from None
     try:
-        meta = probe.list_topics(s.topic, timeout=METADATA_TIMEOUT_S).topics.get(
-            s.topic
+        counts = ensure_topics(
+            admin,
+            {s.topic: "--topic, LOADGEN_TOPIC"},
+            create=s.create_topics,
+            partitions=s.partitions,
+            timeout=METADATA_TIMEOUT_S,
         )
     except KafkaException as exc:
-        raise LoadgenError(
-            f"cannot reach Kafka at {s.kafka.bootstrap_servers}: {exc}"
-        ) from None
-    if meta is None or meta.error is not None or not meta.partitions:
-        raise ConfigError(
-            f"config error: topic (--topic, LOADGEN_TOPIC) = {s.topic!r}: no such "
-            f"topic on {s.kafka.bootstrap_servers} (create it first)"
-        )
-    return len(meta.partitions)
+        raise LoadgenError(cannot_reach(admin.bootstrap, admin.failure(exc))) from None
+    except TimeoutError as exc:
+        raise LoadgenError(str(exc)) from None
+    return counts[s.topic]
 
 
 def _child(
@@ -81,6 +81,7 @@ def _child(
 ) -> None:
     """A producer process: report ready, wait for the shared start, run."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    configure_logging(s.log_level, "console", stream=sys.stderr)  # stdout: summary
     encode = msgspec.msgpack.encode
     try:
         runner = ProducerLoop(s, source, shard, lambda t: out.put(encode(t)))
@@ -158,19 +159,33 @@ def run(
         LoadgenError: Kafka is unreachable or a producer process failed.
     """
     s, should_stop = settings, stop or (lambda: False)
+    registry = CollectorRegistry()
+    server = None  # bound first: a port in use is a config error, Kafka untouched
+    if s.metrics_port is not None:
+        server = MetricsServer(registry, s.metrics_host, s.metrics_port)
+    try:
+        return _run(s, registry, on_progress, should_stop)
+    finally:
+        if server is not None:
+            with contextlib.suppress(Exception):
+                server.close()
+
+
+def _run(
+    s: LoadgenSettings,
+    registry: CollectorRegistry,
+    on_progress: Callable[[Progress], None] | None,
+    should_stop: Callable[[], bool],
+) -> Summary:
+    partitions = topic_partitions(s)
     if s.replay is not None:
-        source = replay_source(s, topic_partitions(s))
+        source = replay_source(s, partitions)
     else:
-        topic_partitions(s)
         source = synthetic_source(s)
     schedule = build_schedule(s, source)
     total, window = plan(s, schedule, source)
     agg = Aggregator(s.processes, window, total if schedule is not None else None)
-    registry = CollectorRegistry()
     metrics = LoadgenMetrics(registry, s.codec_label, agg.ack)
-    server = None
-    if s.metrics_port is not None:
-        server = MetricsServer(registry, s.metrics_host, s.metrics_port)
 
     def merge(tick: Tick) -> None:
         agg.merge(tick)
@@ -185,21 +200,16 @@ def run(
         if on_progress is not None:
             on_progress(progress)
 
-    try:
-        if s.processes == 1:
-            shard = ProducerLoop(s, source, 0, merge)
-            try:
-                shard.warm_up()
-                start = time.time_ns() + int(START_DELAY_S * 1e9)
-                interrupted = shard.run(start, should_stop)
-            finally:
-                shard.close()
-        else:
-            interrupted = _run_processes(s, source, merge, should_stop)
-    finally:
-        if server is not None:
-            with contextlib.suppress(Exception):
-                server.close()
+    if s.processes == 1:
+        shard = ProducerLoop(s, source, 0, merge)
+        try:
+            shard.warm_up()
+            start = time.time_ns() + int(START_DELAY_S * 1e9)
+            interrupted = shard.run(start, should_stop)
+        finally:
+            shard.close()
+    else:
+        interrupted = _run_processes(s, source, merge, should_stop)
     if agg.fatal:
         raise LoadgenError("; ".join(agg.fatal))
     meta = {

@@ -123,12 +123,22 @@ class MetricsServer:
         registry: what to expose.
         host: bind address (127.0.0.1 by default: the endpoint is unauthenticated).
         port: TCP port; 0 picks a free one (see `port`).
+
+    Raises:
+        ConfigError: it cannot listen there (port in use, foreign address).
     """
 
     def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
         self._server: WSGIServer
         self._thread: Thread
-        self._server, self._thread = start_http_server(port, host, registry)
+        try:
+            self._server, self._thread = start_http_server(port, host, registry)
+        except OSError as exc:
+            # Imported here: the control plane's web server costs ~0.3 s to import,
+            # paid only on this error path.
+            from service.control import bind_error
+
+            raise bind_error(exc, host, port, "--metrics-host/--metrics-port") from None
 
     @property
     def port(self) -> int:

@@ -29,16 +29,26 @@ from pathlib import Path
 from typing import IO, Any, Final, cast
 
 import msgspec
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaException,
+    TopicPartition,
+)
 
 from loadgen.config import LoadgenSettings
 from service import __version__
-from service.errors import ConfigError, RecordingError
+from service.errors import ConfigError, LoadgenError, RecordingError
+from service.logging import cannot_reach, kafka_logger
+from service.topics import CONNECT_TIMEOUT_S, TopicAdmin, kafka_error_text
 
 MAGIC: Final = b"CLGREC"
 VERSION: Final = 1
 _HEADER: Final = MAGIC + bytes([VERSION, 0])
 _LEN: Final = struct.Struct(">I")
+METADATA_TIMEOUT_S = CONNECT_TIMEOUT_S
+"""How long `record` waits for the broker (not Final: tests shorten it)."""
 
 
 class RecordingInfo(msgspec.Struct, frozen=True):
@@ -161,25 +171,44 @@ def record(
     message arrived for `record_timeout_s`, or until `stop()` returns True.
 
     Raises:
-        ConfigError: no output file, or no such topic.
+        ConfigError: no output file, no such topic, or a setting librdkafka refuses.
+        LoadgenError: Kafka cannot be reached (within `METADATA_TIMEOUT_S`).
     """
     if s.record_out is None:
         raise ConfigError("config error: record_out (record --out): required")
+    partitions = _source_partitions(s)
     consumer = Consumer(s.consumer_config(plaintext_secrets=True))
     try:
-        meta = consumer.list_topics(s.topic, timeout=15).topics.get(s.topic)
-        if meta is None or meta.error is not None or not meta.partitions:
-            raise ConfigError(
-                f"config error: topic (--topic) = {s.topic!r}: no such topic"
-            )
         start = OFFSET_BEGINNING if s.record_start == "earliest" else OFFSET_END
-        consumer.assign([TopicPartition(s.topic, p, start) for p in meta.partitions])
-        info = RecordingInfo(s.topic, len(meta.partitions), time.time_ns())
+        consumer.assign([TopicPartition(s.topic, p, start) for p in range(partitions)])
+        info = RecordingInfo(s.topic, partitions, time.time_ns())
         with RecordingWriter(s.record_out, info) as out:
             _copy(consumer, out, s, stop)
         return out.count, info
     finally:
         consumer.close()
+
+
+def _source_partitions(s: LoadgenSettings) -> int:
+    """The recorded topic's partition count, asked before a consumer exists."""
+    conf = s.kafka.librdkafka(plaintext_secrets=True)
+    try:
+        admin = TopicAdmin(conf | {"client.id": s.client_id, "logger": kafka_logger()})
+    except KafkaException as exc:
+        raise ConfigError(
+            f"config error: librdkafka refused a setting: {kafka_error_text(exc)}"
+        ) from None
+    try:
+        partitions = admin.partitions(s.topic, METADATA_TIMEOUT_S)
+    except KafkaException as exc:
+        reason = admin.failure(exc)
+        raise LoadgenError(cannot_reach(s.kafka.bootstrap_servers, reason)) from None
+    if not partitions:
+        raise ConfigError(
+            f"config error: topic (--topic) = {s.topic!r}: no such topic on "
+            f"{s.kafka.bootstrap_servers}"
+        )
+    return partitions
 
 
 def _copy(

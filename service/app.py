@@ -6,6 +6,12 @@ SIGINT exits at once. A fatal error in a batch (a dead-letter write that is neve
 acknowledged, a fatal consumer error in place of a message) stops the loop without
 storing that batch; a fatal client error (`error_cb`) stops it after the current
 batch. Either way the exit status is 1, so a supervisor restarts the worker.
+
+Start-up, before any consumer exists: the control plane binds its port, then the
+input, dead-letter and output topics are checked (or created, `--create-topics`).
+A port in use or a missing topic is a configuration error (exit status 2); a
+cluster that does not answer is reported after `CONNECT_TIMEOUT_S` and every
+`REMIND_S` after that while the worker keeps trying.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
+from functools import partial
 from types import FrameType
 from typing import Any, Protocol, TypeAlias
 
@@ -38,9 +45,11 @@ from service.control import ControlPlane
 from service.delivery import ConfirmedProducer
 from service.errors import ConfigError, DeliveryError, FatalError
 from service.handlers import Handler
-from service.histogram import quantile
+from service.logging import KafkaErrors, kafka_logger
 from service.metrics import Metrics
 from service.poison import PoisonHandler
+from service.summary import Summary
+from service.topics import TopicAdmin, Topics, await_topics
 from service.types import KafkaConsumer, KafkaProducer
 
 log = structlog.get_logger(__name__)
@@ -72,6 +81,9 @@ ConsumerFactory: TypeAlias = Callable[[dict[str, Any]], WorkerConsumer]
 ProducerFactory: TypeAlias = Callable[[dict[str, Any]], KafkaProducer]
 """Builds the dead-letter and output producer (`confluent_kafka.Producer`)."""
 
+AdminFactory: TypeAlias = Callable[[dict[str, Any]], Topics]
+"""Builds the start-up topic check's admin client (`service.topics.TopicAdmin`)."""
+
 
 class Worker:
     """One consumer process: its Kafka clients, loop, metrics and control plane.
@@ -81,6 +93,7 @@ class Worker:
         consumer_factory: builds the consumer from its librdkafka settings; tests
             pass a fake.
         producer_factory: builds the producer the same way.
+        admin_factory: builds the admin client of the start-up topic check.
     """
 
     def __init__(
@@ -89,10 +102,13 @@ class Worker:
         *,
         consumer_factory: ConsumerFactory = Consumer,
         producer_factory: ProducerFactory = Producer,
+        admin_factory: AdminFactory = TopicAdmin,
     ) -> None:
         self.settings = settings
         self._consumer_factory = consumer_factory
         self._producer_factory = producer_factory
+        self._admin_factory = admin_factory
+        self.errors = KafkaErrors(settings.kafka.bootstrap_servers)
         self.registry = CollectorRegistry()
         codec_settings = settings.codec
         self.codec = get_codec(
@@ -109,7 +125,9 @@ class Worker:
         self._lag_children: dict[int, Any] = {}
         self._next_tick = 0.0
         self._lag_total = 0
-        self._summary = _Summary(self.metrics)
+        self._summary = Summary(self.metrics)
+        self._processed_seen = 0
+        self._waiting_for_kafka = False
         self._fatal: KafkaError | None = None
         self.consumer: WorkerConsumer | None = None
         self.loop: BatchLoop | None = None
@@ -120,11 +138,6 @@ class Worker:
         """Run until stopped; return the process exit status."""
         s = self.settings
         with ExitStack() as stack:
-            consumer = self.consumer = self._consumer()
-            stack.callback(self._close_consumer)
-            producer = self._producer()
-            if producer is not None:
-                stack.callback(producer.flush, s.processing.delivery_timeout_s)
             control = ControlPlane(
                 self.registry,
                 s.metrics.host,
@@ -132,27 +145,35 @@ class Worker:
                 ready=lambda: bool(self.assigned),
                 healthy=self._healthy,
             )
-            port = control.start()
+            port = control.start()  # a port in use: ConfigError, Kafka untouched
             stack.callback(control.stop)
-            self.loop = self._build_loop(consumer, producer)
-            consumer.subscribe(
-                [s.consumer.topic],
-                on_assign=self._on_assign,
-                on_revoke=self._on_revoke,
-                on_lost=self._on_lost,
-            )
-            log.info(
-                "worker_started",
-                version=__version__,
-                metrics_port=port,
-                protobuf_backend=protobuf_backend(),
-                config=s.masked(),
-            )
-            # Everything built so far lives as long as the process: move it out of
-            # the collector's sight so full collections scan only batch garbage.
-            gc.freeze()
-            stack.callback(self.metrics.gc.install())
             try:
+                if not self._check_topics():
+                    return 0  # stopped while Kafka was unreachable
+                log.info(
+                    "worker_started",
+                    version=__version__,
+                    metrics_port=port,
+                    protobuf_backend=protobuf_backend(),
+                    config=s.masked(),
+                )
+                consumer = self.consumer = self._consumer()
+                stack.callback(self._close_consumer)
+                producer = self._producer()
+                if producer is not None:
+                    stack.callback(producer.flush, s.processing.delivery_timeout_s)
+                self.loop = self._build_loop(consumer, producer)
+                consumer.subscribe(
+                    [s.consumer.topic],
+                    on_assign=self._on_assign,
+                    on_revoke=self._on_revoke,
+                    on_lost=self._on_lost,
+                )
+                # Everything built so far lives as long as the process: move it
+                # out of the collector's sight so full collections scan only batch
+                # garbage.
+                gc.freeze()
+                stack.callback(self.metrics.gc.install())
                 self.loop.run(self._stop.is_set, self._tick)
             except (FatalError, DeliveryError) as exc:
                 log.error("worker_failed", error=str(exc))
@@ -187,10 +208,39 @@ class Worker:
 
     # -- construction ---------------------------------------------------------------------
 
+    def _check_topics(self) -> bool:
+        """Check (or create) the topics, waiting for Kafka as long as it takes.
+
+        Returns:
+            True when every topic is there; False if a stop came first.
+
+        Raises:
+            ConfigError: a topic is missing (and not to be created) or refused.
+            FatalError: a created topic's partitions got no leader.
+        """
+        s = self.settings
+        conf = s.admin_config(plaintext_secrets=True)
+        admin = self._admin_factory({**conf, "logger": kafka_logger()})
+        self._waiting_for_kafka = True
+        try:
+            return await_topics(
+                admin,
+                s.topic_roles(),
+                create=s.topics.create,
+                partitions=s.topics.partitions,
+                errors=self.errors,
+                stopped=self._stop.is_set,
+            )
+        except TimeoutError as exc:
+            raise FatalError(str(exc)) from None
+        finally:
+            self._waiting_for_kafka = False
+
     def _consumer(self) -> WorkerConsumer:
         conf = self.settings.consumer_config(plaintext_secrets=True)
         conf["error_cb"] = self._on_client_error
         conf["on_commit"] = self._on_commit
+        conf["logger"] = kafka_logger()
         try:
             return self._consumer_factory(conf)
         except KafkaException as exc:
@@ -201,6 +251,8 @@ class Worker:
         if p.on_decode_error != "dead_letter" and p.output_topic is None:
             return None
         conf = self.settings.producer_config(plaintext_secrets=True)
+        conf["error_cb"] = partial(self._on_client_error, source="producer:")
+        conf["logger"] = kafka_logger()
         conf["message.timeout.ms"] = int(p.delivery_timeout_s * 1000)
         conf["message.max.bytes"] = max(
             1_000_000, self.settings.codec.max_payload_bytes + 65_536
@@ -252,6 +304,7 @@ class Worker:
                 topic, str(tp.partition)
             )
         self.metrics.assigned_partitions.set(len(self.assigned))
+        self.errors.reachable()  # the group coordinator answered
         log.info("partitions_assigned", partitions=sorted(self.assigned))
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
@@ -286,9 +339,9 @@ class Worker:
             "commit_failed", code=code, partitions=[tp.partition for tp in failed]
         )
 
-    def _on_client_error(self, err: KafkaError) -> None:
-        self.metrics.consumer_errors.labels(err.name()).inc()
-        log.warning("kafka_client_error", code=err.name(), error=err.str())
+    def _on_client_error(self, err: KafkaError, source: str = "") -> None:
+        self.metrics.consumer_errors.labels(source + err.name()).inc()
+        self.errors(err)  # logged rate-limited: librdkafka retries ~20 times a second
         if err.fatal():
             self._fatal = err
             self.stop()
@@ -302,6 +355,9 @@ class Worker:
         self._next_tick = now + 1.0
         self._update_lag()
         assert self.loop is not None  # noqa: S101 (built before the loop runs)
+        if self.loop.processed != self._processed_seen:
+            self._processed_seen = self.loop.processed
+            self.errors.reachable()  # messages arrived: a broker answers again
         if self._summary.due(now, self.settings.metrics.summary_interval_s):
             self._summary.log(self.loop.processed, lag=self._lag_total)
 
@@ -324,6 +380,8 @@ class Worker:
         self._lag_total = total
 
     def _healthy(self) -> bool:
+        if self._waiting_for_kafka:  # alive and retrying: a restart would not help
+            return True
         loop = self.loop
         return loop is not None and time.monotonic() - loop.heartbeat < _STALL_S
 
@@ -331,40 +389,3 @@ class Worker:
         if self.consumer is not None:
             self.consumer.close()  # commits the stored offsets and leaves the group
             log.info("consumer_closed")
-
-
-class _Summary:
-    """Periodic summary lines: rate, CPU, p99 over the last interval."""
-
-    def __init__(self, metrics: Metrics) -> None:
-        self._m = metrics
-        self._t = time.monotonic()
-        self._cpu = time.process_time()
-        self._processed = 0
-        self._counts, _ = metrics.e2e_latency.snapshot()
-
-    def due(self, now: float, interval: float) -> bool:
-        return now - self._t >= interval
-
-    def log(
-        self, processed: int, *, lag: int | None = None, final: bool = False
-    ) -> None:
-        now, cpu = time.monotonic(), time.process_time()
-        wall = max(now - self._t, 1e-9)
-        counts, _ = self._m.e2e_latency.snapshot()
-        delta = [c - p for c, p in zip(counts, self._counts, strict=True)]
-        log.info(
-            "worker_final" if final else "worker_summary",
-            processed=processed,
-            rate=round((processed - self._processed) / wall, 1),
-            cpu_pct=round(100 * (cpu - self._cpu) / wall, 1),
-            e2e_p99_ms=_quantile_ms(delta, self._m.e2e_latency.bounds, 0.99),
-            lag=lag,
-        )
-        self._t, self._cpu, self._processed, self._counts = now, cpu, processed, counts
-
-
-def _quantile_ms(counts: list[int], bounds: list[float], q: float) -> float | None:
-    """Quantile `q` in ms (None: no observations; inf: above the top bucket)."""
-    value = quantile(bounds, counts, q)
-    return None if value is None else round(value * 1000, 3)

@@ -78,6 +78,24 @@ _FLAGS: Final = (
     Flag(
         "--processes", ("processing", "processes"), "worker processes on this host", int
     ),
+    Flag(
+        "--worker-index",
+        ("processing", "index"),
+        "this worker's index, logged as `worker` (--processes gives each its own)",
+        int,
+    ),
+    Flag(
+        "--create-topics",
+        ("topics", "create"),
+        "create missing input, dead-letter and output topics (else: exit 2)",
+        boolean=True,
+    ),
+    Flag(
+        "--partitions",
+        ("topics", "partitions"),
+        "partitions of a topic --create-topics creates",
+        int,
+    ),
     Flag("--metrics-host", ("metrics", "host"), "control-plane bind address"),
     Flag(
         "--metrics-port", ("metrics", "port"), "control-plane port (0: any free)", int
@@ -142,7 +160,11 @@ def _run(settings: Settings) -> int:
     from service.app import Worker
     from service.logging import configure_logging
 
-    configure_logging(settings.logging.level, settings.logging.format)
+    configure_logging(
+        settings.logging.level,
+        settings.logging.format,
+        fields={"worker": settings.processing.index},
+    )
     worker = Worker(settings)
     worker.install_signal_handlers()
     try:
@@ -155,6 +177,7 @@ def _run(settings: Settings) -> int:
 def _supervise(settings: Settings, argv: list[str]) -> int:
     """Run N worker processes in the same group; metrics ports P, P+1, ...
 
+    Child i gets `--worker-index i`, logged as `worker` on each of its lines.
     Signals are forwarded to every child. If the supervisor dies, its children get
     SIGTERM from the kernel (Linux `PR_SET_PDEATHSIG`) and shut down cleanly. If one
     child fails, the others are stopped and its exit status is returned, so an
@@ -165,7 +188,7 @@ def _supervise(settings: Settings, argv: list[str]) -> int:
     for i in range(settings.processing.processes):
         port = 0 if base_port == 0 else base_port + i
         cmd = [sys.executable, "-m", "service", *argv, "--processes", "1"]
-        cmd += ["--metrics-port", str(port)]
+        cmd += ["--metrics-port", str(port), "--worker-index", str(i)]
         children.append(
             subprocess.Popen(cmd, env=os.environ.copy(), preexec_fn=die_with_parent())  # noqa: S603
         )

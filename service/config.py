@@ -68,10 +68,22 @@ class ProcessingSettings(_Section):
     on_decode_error: Literal["dead_letter", "fail"] = "dead_letter"
     delivery_timeout_s: Annotated[float, Field(gt=0)] = 30.0
     processes: Annotated[int, Field(ge=1, le=256)] = 1
+    index: Annotated[int, Field(ge=0, le=65_535)] = 0
+    """This worker's index among `processes` (the supervisor gives each child its
+    own; logged as `worker` on every line)."""
 
     def dlq_topic_for(self, topic: str) -> str:
         """The dead-letter topic: configured, else `<topic>.dlq`."""
         return self.dlq_topic or f"{topic}.dlq"
+
+
+class TopicsSettings(_Section):
+    """What start-up does about a missing input, dead-letter or output topic."""
+
+    create: bool = False
+    """Create missing topics (else a missing one stops the worker, exit status 2)."""
+    partitions: Annotated[int, Field(ge=1, le=100_000)] = 4
+    """Partitions of a created topic (replication: the cluster's default)."""
 
 
 class MetricsSettings(_Section):
@@ -104,6 +116,7 @@ class Settings(BaseModel):
     consumer: ConsumerSettings = ConsumerSettings()
     codec: CodecSettings = CodecSettings()
     processing: ProcessingSettings = ProcessingSettings()
+    topics: TopicsSettings = TopicsSettings()
     metrics: MetricsSettings = MetricsSettings()
     logging: LoggingSettings = LoggingSettings()
 
@@ -130,15 +143,32 @@ class Settings(BaseModel):
 
     def producer_config(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:
         """Dead-letter and output producers: idempotent, acks from all replicas."""
+        return {
+            **self.admin_config(plaintext_secrets=plaintext_secrets),
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 2,
+        }
+
+    def admin_config(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:
+        """The start-up topic check's AdminClient (a producer inside librdkafka)."""
         common = self.kafka.librdkafka(plaintext_secrets=plaintext_secrets)
         return {
             # Consumer-only passthrough keys would make librdkafka warn on producers.
             **{k: v for k, v in common.items() if not k.startswith("fetch.")},
             "client.id": self.consumer.client_id,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 2,
         }
+
+    def topic_roles(self) -> dict[str, str]:
+        """Each topic the worker uses, with what it is for (named in errors)."""
+        p = self.processing
+        roles = {self.consumer.topic: "input, --topic"}
+        if p.on_decode_error == "dead_letter":
+            dlq = p.dlq_topic_for(self.consumer.topic)
+            roles.setdefault(dlq, "dead letters, --dlq-topic")
+        if p.output_topic is not None:
+            roles.setdefault(p.output_topic, "output, --output-topic")
+        return roles
 
     def masked(self) -> dict[str, Any]:
         """The effective configuration with every secret masked (for logs)."""

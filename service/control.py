@@ -8,12 +8,41 @@ The server thread sleeps in epoll until a scrape arrives.
 from __future__ import annotations
 
 import asyncio
+import errno
+import socket
 import threading
 from collections.abc import Callable
 
 import uvloop
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from service.errors import ConfigError
+
+
+def bind_error(
+    exc: OSError, host: str, port: int, flags: str = "--metrics-host/--metrics-port"
+) -> ConfigError:
+    """One line for a metrics endpoint that cannot listen: where, why, the fix.
+
+    Args:
+        exc: what binding raised.
+        host: the configured bind address.
+        port: the configured port.
+        flags: the settings to change, as the command spells them.
+    """
+    if exc.errno == errno.EADDRINUSE:
+        why = "the port is in use (another worker or load generator?)"
+        fix = "choose a free port, or 0 for any free one"
+    elif exc.errno == errno.EADDRNOTAVAIL or isinstance(exc, socket.gaierror):
+        why = "not an address of this machine"
+        fix = "use one of its addresses, 127.0.0.1 or 0.0.0.0"
+    else:
+        why = exc.strerror or str(exc)
+        fix = "choose another port or address"
+    return ConfigError(
+        f"config error: cannot serve metrics on {host}:{port}: {why}: {fix} ({flags})"
+    )
 
 
 class ControlPlane:
@@ -46,12 +75,18 @@ class ControlPlane:
         self._error: BaseException | None = None
 
     def start(self, timeout: float = 10.0) -> int:
-        """Start serving; return the bound port. Raises OSError if it cannot bind."""
+        """Start serving; return the bound port.
+
+        Raises:
+            ConfigError: it cannot listen there (port in use, foreign address).
+        """
         self._thread = threading.Thread(
             target=self._serve, name="control-plane", daemon=True
         )
         self._thread.start()
         self._started.wait(timeout)
+        if isinstance(self._error, OSError):
+            raise bind_error(self._error, self._host, self.port) from None
         if self._error is not None:
             raise self._error
         return self.port

@@ -22,6 +22,13 @@ from service.types import Headers, KafkaMessage, KafkaProducer
 
 DLQ_PREFIX: Final = "x-dlq-"
 _MAX_MESSAGE: Final = 200
+_GRACE_S: Final = 5.0
+"""`confirm` waits this long past `timeout_s`: librdkafka fails a write when its
+`message.timeout.ms` (set to `timeout_s`) runs out and reports it just after, so the
+grace turns a bare "not acknowledged" into the write's own error and topic."""
+_NO_TOPIC: Final = frozenset(
+    {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC}
+)
 WORKER_ID: Final = f"{socket.gethostname()}-{os.getpid()}"
 
 
@@ -63,7 +70,9 @@ class ConfirmedProducer:
 
     Args:
         producer: an idempotent confluent-kafka producer.
-        timeout_s: how long `confirm` waits for every acknowledgement.
+        timeout_s: how long `confirm` waits for every acknowledgement (the
+            producer's `message.timeout.ms`; `confirm` allows 5 s more for its
+            failure reports).
     """
 
     def __init__(self, producer: KafkaProducer, timeout_s: float) -> None:
@@ -104,7 +113,7 @@ class ConfirmedProducer:
             DeliveryError: a write failed or timed out; nothing may be stored.
         """
         confirmed = self._pending
-        deadline = time.monotonic() + self._timeout_s
+        deadline = time.monotonic() + self._timeout_s + _GRACE_S
         while self._pending or self._failed:
             self._producer.flush(max(0.0, deadline - time.monotonic()))
             if self._failed:
@@ -128,6 +137,9 @@ class ConfirmedProducer:
                 topic = record.pop("topic")
                 self.produce(topic, **record)
                 continue
+            hint = ""
+            if err.code() in _NO_TOPIC:  # deleted since the start-up check
+                hint = " (no such topic: create it, or restart with --create-topics)"
             raise DeliveryError(
-                f"write to {record['topic']!r} failed: {err.name()}: {err.str()}"
+                f"write to {record['topic']!r} failed: {err.name()}: {err.str()}" + hint
             )

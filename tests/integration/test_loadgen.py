@@ -26,7 +26,9 @@ from loadgen.config import LoadgenSettings
 from loadgen.generator import run
 from loadgen.payloads import make_payloads
 from loadgen.recording import read_recording, record
+from localkafka import TopicAdmin, delete_topic
 from service.codecs import CodecName, get_codec
+from service.errors import ConfigError
 
 TopicFactory = Callable[..., str]
 
@@ -128,6 +130,40 @@ class TestDelivery:
         stamps = [int(dict(m.headers())["x-sent-ns"]) for m in msgs]
         gaps = {b - a for a, b in itertools.pairwise(stamps)}
         assert gaps <= {1_999_999, 2_000_000, 2_000_001}
+
+
+class TestTopics:
+    """The topic must exist, unless `--create-topics` creates it."""
+
+    def test_a_missing_topic_is_one_config_error_naming_the_fix(
+        self, kafka_bootstrap: str
+    ) -> None:
+        absent = f"absent-{uuid.uuid4().hex[:8]}"
+        with pytest.raises(ConfigError) as info:
+            run(settings(kafka_bootstrap, absent, count=1))
+        assert str(info.value) == (
+            f"config error: no topic {absent!r} (--topic, LOADGEN_TOPIC) on "
+            f"{kafka_bootstrap}: create it with `codec-kafka topics create {absent} "
+            f"--partitions 4 --bootstrap-servers {kafka_bootstrap}`, or start with "
+            "--create-topics"
+        )
+        assert absent not in TopicAdmin(kafka_bootstrap).names()
+
+    def test_create_topics_creates_it_with_its_partitions(
+        self, kafka_bootstrap: str
+    ) -> None:
+        topic = f"made-{uuid.uuid4().hex[:8]}"
+        s = settings(
+            kafka_bootstrap, topic, create_topics=True, partitions=3, count=300
+        )
+        try:
+            summary = run(s)
+            assert (summary.sent, summary.acked) == (300, 300)
+            assert TopicAdmin(kafka_bootstrap).partitions(topic) == 3
+            msgs = consume_all(kafka_bootstrap, topic, 300)
+            assert {m.partition() for m in msgs} == {0, 1, 2}
+        finally:
+            delete_topic(kafka_bootstrap, topic, timeout=15)
 
 
 class TestPacedRun:

@@ -1,18 +1,25 @@
-"""The worker against a real broker: counts, dead letters, shutdown, auto codec."""
+"""The worker against a real broker: counts, dead letters, shutdown, auto codec,
+start-up checks and logs."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
+import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from loadgen.payloads import make_payloads
+from localkafka import TopicAdmin, delete_topic
 from service.codecs import REAL_CODECS, CodecName, get_codec
 from tests.support import Record, WorkerProcess, consume_all, produce
+
+TopicFactory = Callable[..., str]
 
 
 def records(
@@ -48,6 +55,21 @@ def header(msg: Any, name: str) -> bytes | None:
     return dict(msg.headers() or ()).get(name)
 
 
+def dlq_args(topic_factory: TopicFactory) -> tuple[str, str]:
+    """`--dlq-topic` naming a topic of its own (deleted at teardown): every worker
+    checks at start-up that its dead-letter topic exists."""
+    return ("--dlq-topic", topic_factory(1, prefix="dlq"))
+
+
+def json_lines(log: Path) -> list[dict[str, Any]]:
+    """The JSON log lines of a worker's output (other lines are left out)."""
+    return [
+        json.loads(line)
+        for line in log.read_text().splitlines()
+        if line.startswith("{")
+    ]
+
+
 @pytest.fixture
 def log_file(tmp_path: Path) -> Path:
     return tmp_path / "worker.log"
@@ -66,9 +88,8 @@ class TestCounts:
     ) -> None:
         topic = topic_factory(3)
         n = produce(kafka_bootstrap, topic, records(codec_name, "medium", 300))
-        with WorkerProcess(
-            kafka_bootstrap, topic, "--codec", codec_name, log=log_file
-        ) as w:
+        args = ("--codec", codec_name, *dlq_args(topic_factory))
+        with WorkerProcess(kafka_bootstrap, topic, *args, log=log_file) as w:
             assert w.wait_for(n) == n
             time.sleep(1.0)  # anything extra (duplicates) would show up by now
             metrics = w.metrics()
@@ -128,7 +149,8 @@ class TestDeadLetters:
             )
         batch += good[36:]
         produce(kafka_bootstrap, topic, batch)
-        args = ("--codec", "msgspec-msgpack", "--max-payload-bytes", "4000")
+        args = ["--codec", "msgspec-msgpack", "--max-payload-bytes", "4000"]
+        args += ["--summary-interval-s", "1"]
         with WorkerProcess(kafka_bootstrap, topic, *args, log=log_file) as w:
             w.wait_for(len(good))
             w.wait_for(5, outcome="decode_error")
@@ -147,6 +169,13 @@ class TestDeadLetters:
             assert headers["x-dlq-codec"] == b"msgspec-msgpack"
             assert int(headers["x-dlq-offset"]) >= 0
             assert b"garbage" not in headers["x-dlq-exception-message"]
+        # The summary lines count each interval's dead letters by reason; over the
+        # run (the final line closes the last interval) they add up to the poison.
+        per_reason: Counter[str] = Counter()
+        for line in json_lines(log_file):
+            if line["event"] in ("worker_summary", "worker_final"):
+                per_reason.update(line["dead_letters"])
+        assert per_reason == Counter(reason for _, reason in poison.values())
 
 
 class TestShutdown:
@@ -166,6 +195,7 @@ class TestShutdown:
             out,
             "--batch-size",
             "200",
+            *dlq_args(topic_factory),
         )
         first = WorkerProcess(kafka_bootstrap, topic, *args, log=log_file).start()
         try:
@@ -207,9 +237,8 @@ class TestAuto:
             batch += records(name, "medium", 50, start=i * 50)
         batch += records("json+pydantic", "medium", 20, header=False, start=1000)
         n = produce(kafka_bootstrap, topic, batch)
-        with WorkerProcess(
-            kafka_bootstrap, topic, "--codec", "auto", log=log_file
-        ) as w:
+        args = ("--codec", "auto", *dlq_args(topic_factory))
+        with WorkerProcess(kafka_bootstrap, topic, *args, log=log_file) as w:
             assert w.wait_for(n) == n
             assert w.messages("decode_error") == 0
             assert w.stop() == 0
@@ -231,6 +260,7 @@ class TestProcesses:
             "small",
             "--processes",
             "2",
+            *dlq_args(topic_factory),
             log=log_file,
         )
         second = WorkerProcess(kafka_bootstrap, topic)
@@ -248,12 +278,18 @@ class TestProcesses:
             assert w.messages() + second.messages() == n
             assert w.messages() > 0 and second.messages() > 0
             assert w.stop() == 0
+        # Every line names its process and its index; each index is one process.
+        lines = json_lines(log_file)
+        pids = {(line["worker"], line["pid"]) for line in lines}
+        assert {worker for worker, _ in pids} == {0, 1}
+        assert len(pids) == 2
 
     def test_children_die_with_supervisor(
         self, kafka_bootstrap: str, topic_factory: Any, log_file: Path
     ) -> None:
         topic = topic_factory(2)
-        w = WorkerProcess(kafka_bootstrap, topic, "--processes", "2", log=log_file)
+        args = ("--processes", "2", *dlq_args(topic_factory))
+        w = WorkerProcess(kafka_bootstrap, topic, *args, log=log_file)
         second = WorkerProcess(kafka_bootstrap, topic)
         second.port = w.port + 1
         with w:
@@ -269,3 +305,87 @@ class TestProcesses:
                 time.sleep(0.2)
             assert not w.metrics() and not second.metrics(), "orphaned worker processes"
         assert log_file.read_text().count('"consumer_closed"') == 2
+
+
+class TestStartupTopics:
+    """Start-up checks the input, dead-letter and output topics, or creates them."""
+
+    @pytest.mark.parametrize("missing", ["dlq", "input"])
+    def test_a_missing_topic_exits_2_with_one_line(
+        self,
+        kafka_bootstrap: str,
+        topic_factory: TopicFactory,
+        log_file: Path,
+        missing: str,
+    ) -> None:
+        absent = f"absent-{uuid.uuid4().hex[:8]}"
+        if missing == "dlq":
+            topic, args = topic_factory(1), ("--dlq-topic", absent)
+        else:
+            topic, args = absent, dlq_args(topic_factory)
+        w = WorkerProcess(kafka_bootstrap, topic, *args, log=log_file)
+        with w:
+            assert w.proc is not None
+            assert w.proc.wait(60) == 2
+        role = "dead letters, --dlq-topic" if missing == "dlq" else "input, --topic"
+        assert log_file.read_text().splitlines() == [
+            f"config error: no topic {absent!r} ({role}) on {kafka_bootstrap}: create "
+            f"it with `codec-kafka topics create {absent} --partitions 4 "
+            f"--bootstrap-servers {kafka_bootstrap}`, or start with --create-topics"
+        ]
+
+    def test_create_topics_makes_the_missing_ones(
+        self, kafka_bootstrap: str, topic_factory: TopicFactory, log_file: Path
+    ) -> None:
+        run = uuid.uuid4().hex[:8]
+        topic, dlq, out = f"in-{run}", f"dlq-{run}", f"out-{run}"
+        args = ["--dlq-topic", dlq, "--output-topic", out, "--create-topics"]
+        args += ["--partitions", "3", "--schema", "small", "--codec", "msgspec-msgpack"]
+        try:
+            with WorkerProcess(kafka_bootstrap, topic, *args, log=log_file) as w:
+                w.wait_ready()
+                n = produce(
+                    kafka_bootstrap, topic, records("msgspec-msgpack", "small", 50)
+                )
+                assert w.wait_for(n) == n
+                assert w.stop() == 0
+            admin = TopicAdmin(kafka_bootstrap)
+            assert [admin.partitions(t) for t in (topic, dlq, out)] == [3, 3, 3]
+            created = [
+                line["topic"]
+                for line in json_lines(log_file)
+                if line["event"] == "topic_created"
+            ]
+            assert created == [topic, dlq, out]
+        finally:
+            for name in (topic, dlq, out):
+                delete_topic(kafka_bootstrap, name, timeout=15)
+
+
+class TestUnreachableBroker:
+    """No broker: one clear line, librdkafka's retries quiet, a clean stop."""
+
+    @pytest.mark.parametrize("level", ["info", "error"])
+    def test_one_clear_line_then_a_graceful_stop(
+        self, log_file: Path, level: str
+    ) -> None:
+        unreachable = "127.0.0.1:1"
+        w = WorkerProcess(unreachable, "orders", "--log-level", level, log=log_file)
+        with w:
+            assert w.proc is not None
+            pid = w.proc.pid
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and "kafka_unreachable" not in (
+                log_file.read_text()
+            ):
+                time.sleep(0.2)
+            assert w.stop() == 0
+        text = log_file.read_text()
+        lines = json_lines(log_file)
+        assert len(lines) == len(text.splitlines()), "raw lines in the output"
+        [said] = [line for line in lines if line["event"] == "kafka_unreachable"]
+        assert said["error"].startswith(f"cannot reach Kafka at {unreachable}: ")
+        assert "Connection refused" in said["error"]
+        assert all(line["pid"] == pid and line["worker"] == 0 for line in lines)
+        if level == "error":
+            assert {line["level"] for line in lines} == {"error"}

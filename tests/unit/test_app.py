@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import gc
+import socket
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -14,27 +16,42 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from structlog.testing import capture_logs
 
 from loadgen.payloads import make_payloads
+from service import topics
 from service.app import _STALL_S, Worker
 from service.codecs import get_codec
 from service.config import Settings
 from service.errors import ConfigError
 from service.headers import SENT_NS
+from service.logging import cannot_reach, kafka_logger
 from tests.fakes import FakeConsumer, FakeMessage, FakeProducer, FakeTopicPartition
 
 TOPIC = "in"
+DLQ = f"{TOPIC}.dlq"
 CODEC = get_codec("msgspec-msgpack", "medium")
 PAYLOADS = make_payloads("medium", 20, seed=7)
 
 
-def make_settings(**processing: Any) -> Settings:
-    """The one place these tests spell settings; `processing` overrides its section."""
+def make_settings(
+    *,
+    metrics: dict[str, Any] | None = None,
+    topics: dict[str, Any] | None = None,
+    **processing: Any,
+) -> Settings:
+    """The one place these tests spell settings; keywords override the processing
+    section (and `metrics`, `topics` theirs)."""
     return Settings(
         consumer={"topic": TOPIC, "group_id": "g"},
         codec={"name": CODEC.name, "schema": "medium"},
         # Port 0: the control plane binds a free port. A 1 ms summary interval makes
         # the first tick log a summary line.
-        metrics={"port": 0, "summary_interval_s": 0.001, "latency_sample_every": 1},
+        metrics={
+            "port": 0,
+            "summary_interval_s": 0.001,
+            "latency_sample_every": 1,
+            **(metrics or {}),
+        },
         processing={"batch_timeout_ms": 1.0, **processing},
+        topics=topics or {},
     )
 
 
@@ -46,17 +63,52 @@ def msg(offset: int, partition: int = 0, value: bytes | None = None) -> FakeMess
     return FakeMessage(value, partition, offset, _headers=headers, _topic=TOPIC)
 
 
-class Rig:
-    """A worker built with a fake consumer and producer that share one event list."""
+@dataclass
+class FakeAdmin:
+    """The start-up check's admin client: `topics` exist; the first `down` calls
+    find no broker. Like the other fakes, it is its own factory."""
 
-    def __init__(self, **processing: Any) -> None:
+    topics: dict[str, int] = field(default_factory=lambda: {TOPIC: 2, DLQ: 1})
+    down: int = 0
+    on_call: Callable[[], None] | None = None
+    created: list[tuple[str, int]] = field(default_factory=list)
+    config: dict[str, Any] | None = None
+    bootstrap: str = "fake:9092"
+
+    def __call__(self, config: dict[str, Any]) -> FakeAdmin:
+        self.config = config
+        return self
+
+    def failure(self, exc: KafkaException) -> str:
+        return "Connect to fake:9092 failed: Connection refused"
+
+    def partitions(self, name: str, timeout: float = 5.0) -> int | None:
+        if self.on_call is not None:
+            self.on_call()
+        if self.down:
+            self.down -= 1
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+        return self.topics.get(name)
+
+    def create(self, name: str, partitions: int, **_options: Any) -> bool:
+        self.created.append((name, partitions))
+        self.topics[name] = partitions
+        return True
+
+
+class Rig:
+    """A worker built with fake Kafka clients; consumer and producer share events."""
+
+    def __init__(self, admin: FakeAdmin | None = None, **sections: Any) -> None:
         self.events: list[str] = []
         self.consumer = FakeConsumer(events=self.events)
         self.producer = FakeProducer(events=self.events)
+        self.admin = admin or FakeAdmin()
         self.worker = Worker(
-            make_settings(**processing),
+            make_settings(**sections),
             consumer_factory=self.consumer,
             producer_factory=self.producer,
+            admin_factory=self.admin,
         )
 
     def sample(self, name: str, **labels: str) -> float | None:
@@ -183,7 +235,33 @@ class TestClientError:
         assert not rig.worker.stopping
         [entry] = logs
         assert entry["event"] == "kafka_client_error"
-        assert entry["code"] == "_TRANSPORT" and entry["log_level"] == "warning"
+        # One broker connection failing is routine (a restart): info, not warning.
+        assert entry["code"] == "_TRANSPORT" and entry["log_level"] == "info"
+
+    def test_repeated_errors_are_counted_but_logged_once(self) -> None:
+        rig = Rig()
+        with capture_logs() as logs:
+            for _ in range(100):
+                rig.worker._on_client_error(
+                    KafkaError(KafkaError._MSG_TIMED_OUT, "timed out")
+                )
+        assert rig.consumer_errors() == {"_MSG_TIMED_OUT": 100}
+        assert [e["event"] for e in logs] == ["kafka_client_error"]
+
+    def test_all_brokers_down_says_kafka_cannot_be_reached_once(self) -> None:
+        rig = Rig()
+        refused = "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed"
+        with capture_logs() as logs:
+            rig.worker._on_client_error(KafkaError(KafkaError._TRANSPORT, refused))
+            rig.worker._on_client_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+            for _ in range(50):  # librdkafka's reconnects, ~20 a second
+                rig.worker._on_client_error(KafkaError(KafkaError._TRANSPORT, refused))
+        unreachable = [e for e in logs if e["event"] == "kafka_unreachable"]
+        assert len(unreachable) == 1
+        bootstrap = rig.worker.settings.kafka.bootstrap_servers
+        assert unreachable[0]["error"] == cannot_reach(bootstrap, refused)
+        assert unreachable[0]["log_level"] == "error"
+        assert len(logs) == 2  # and the first refused connection, at info
 
     def test_fatal_error_sets_the_stop_flag(self) -> None:
         rig = Rig()
@@ -334,11 +412,140 @@ class TestRun:
         assert rig.worker.run() == 0
         conf = rig.producer.config
         assert conf is not None and conf["message.timeout.ms"] == 2500
+        assert conf["logger"] is kafka_logger()
+        # The producer's client errors are counted apart from the consumer's.
+        conf["error_cb"](KafkaError(KafkaError._TRANSPORT))
+        assert rig.consumer_errors() == {"producer:_TRANSPORT": 1}
 
     def test_kafka_settings_rejected_by_the_client_are_a_config_error(self) -> None:
         def refuse(conf: dict[str, Any]) -> FakeConsumer:
             raise KafkaException(KafkaError(KafkaError._INVALID_ARG, "no such key"))
 
-        worker = Worker(make_settings(), consumer_factory=refuse)
+        worker = Worker(
+            make_settings(), consumer_factory=refuse, admin_factory=FakeAdmin()
+        )
         with pytest.raises(ConfigError, match="config error: kafka: no such key"):
             worker.run()
+
+
+@pytest.mark.usefixtures("unfreeze")
+class TestStartup:
+    """Before any consumer exists: the metrics port, then every topic the worker uses."""
+
+    def test_a_missing_dlq_is_one_config_error_before_any_consumer(self) -> None:
+        rig = Rig(FakeAdmin(topics={TOPIC: 2}))
+        with pytest.raises(ConfigError) as info:
+            rig.worker.run()
+        message = str(info.value)
+        assert "\n" not in message
+        assert f"no topic '{DLQ}' (dead letters, --dlq-topic) on fake:9092" in message
+        assert f"codec-kafka topics create {DLQ} --partitions 4" in message
+        assert "--create-topics" in message
+        assert rig.consumer.config is None and rig.producer.config is None
+
+    def test_every_missing_topic_is_named_in_one_line(self) -> None:
+        rig = Rig(FakeAdmin(topics={}), output_topic="out")
+        with pytest.raises(ConfigError) as info:
+            rig.worker.run()
+        message = str(info.value)
+        assert "\n" not in message
+        assert f"'{TOPIC}' (input, --topic), '{DLQ}' (dead letters" in message
+        assert "'out' (output, --output-topic)" in message
+        assert f"topics create {TOPIC} {DLQ} out " in message
+
+    def test_the_fail_policy_needs_no_dlq(self) -> None:
+        rig = Rig(FakeAdmin(topics={TOPIC: 2}), on_decode_error="fail")
+        rig.consumer.on_drained = rig.worker.stop
+        assert rig.worker.run() == 0
+        assert rig.consumer.subscribed == [TOPIC]
+
+    def test_create_topics_creates_only_the_missing_ones(self) -> None:
+        rig = Rig(
+            FakeAdmin(topics={TOPIC: 2}),
+            output_topic="out",
+            topics={"create": True, "partitions": 3},
+        )
+        rig.consumer.on_drained = rig.worker.stop
+        with capture_logs() as logs:
+            assert rig.worker.run() == 0
+        assert rig.admin.created == [(DLQ, 3), ("out", 3)]
+        created = [
+            (e["topic"], e["partitions"]) for e in logs if e["event"] == "topic_created"
+        ]
+        assert created == [(DLQ, 3), ("out", 3)]
+        assert rig.consumer.subscribed == [TOPIC]
+
+    def test_the_check_uses_the_connection_and_routes_client_logs(self) -> None:
+        rig = Rig()
+        rig.consumer.on_drained = rig.worker.stop
+        assert rig.worker.run() == 0
+        admin, consumer = rig.admin.config, rig.consumer.config
+        assert admin is not None and consumer is not None
+        assert admin["bootstrap.servers"] == consumer["bootstrap.servers"]
+        assert admin["logger"] is consumer["logger"] is kafka_logger()
+
+    def test_unreachable_kafka_is_said_once_then_the_worker_starts(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(topics, "CONNECT_TIMEOUT_S", 0.0)  # report at once
+        rig = Rig(FakeAdmin(down=3))
+        rig.consumer.on_drained = rig.worker.stop
+        with capture_logs() as logs:
+            assert rig.worker.run() == 0
+        events = [e["event"] for e in logs]
+        assert events.count("kafka_unreachable") == 1
+        assert events.index("kafka_unreachable") < events.index("kafka_reachable")
+        [line] = [e for e in logs if e["event"] == "kafka_unreachable"]
+        bootstrap = rig.worker.settings.kafka.bootstrap_servers
+        assert line["error"] == cannot_reach(
+            bootstrap, "Connect to fake:9092 failed: Connection refused"
+        )
+        assert rig.consumer.subscribed == [TOPIC]
+
+    def test_a_stop_while_waiting_for_kafka_exits_0_and_healthy_meanwhile(
+        self,
+    ) -> None:
+        rig = Rig(FakeAdmin(down=10**9))
+        health: list[bool] = []
+
+        def stop() -> None:
+            health.append(rig.worker._healthy())
+            rig.worker.stop()
+
+        rig.admin.on_call = stop
+        assert rig.worker.run() == 0
+        assert health == [True]  # alive and retrying: a restart would not help
+        assert rig.consumer.config is None
+
+    def test_a_metrics_port_in_use_is_a_config_error_before_kafka(self) -> None:
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            port = busy.getsockname()[1]
+            rig = Rig(metrics={"port": port})
+            with pytest.raises(ConfigError) as info:
+                rig.worker.run()
+        assert str(info.value) == (
+            f"config error: cannot serve metrics on 127.0.0.1:{port}: the port is in "
+            "use (another worker or load generator?): choose a free port, or 0 for "
+            "any free one (--metrics-host/--metrics-port)"
+        )
+        assert rig.admin.config is None and rig.consumer.config is None
+
+
+@pytest.mark.usefixtures("unfreeze")
+class TestLatencySamples:
+    """worker_e2e_latency_seconds is fed by real messages only."""
+
+    def test_a_consumer_error_is_not_a_latency_sample(self) -> None:
+        rig = Rig()
+        rig.consumer.to_assign = [0]
+        error = FakeMessage(
+            None, 0, -1, _error=KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)
+        )
+        rig.consumer.batches = [[msg(0), error, msg(1), error, msg(2)]]
+        rig.consumer.on_drained = rig.worker.stop
+        assert rig.worker.run() == 0
+        count = rig.sample("worker_e2e_latency_seconds_count", codec=CODEC.name)
+        assert count == 3
+        assert rig.consumer_errors() == {"UNKNOWN_TOPIC_OR_PART": 2}

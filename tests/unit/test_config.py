@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import json
+import logging
+import signal
+import socket
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import structlog
 
 from service.cli import main
 from service.config import load_settings
@@ -50,6 +57,40 @@ class TestPrecedence:
         conf = load_settings().consumer_config()
         assert conf["fetch.wait.max.ms"] == 50
         assert conf["enable.auto.offset.store"] is False
+
+
+class TestNewSettings:
+    """Topic creation and the worker index are settings like any other."""
+
+    def test_flags_env_and_defaults(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        s = load_settings()
+        assert (s.topics.create, s.topics.partitions, s.processing.index) == (
+            False,
+            4,
+            0,
+        )
+        monkeypatch.setenv("WORKER_TOPICS__PARTITIONS", "6")
+        monkeypatch.setenv("WORKER_PROCESSING__INDEX", "3")
+        s = load_settings({"topics": {"create": True}})
+        assert (s.topics.create, s.topics.partitions, s.processing.index) == (
+            True,
+            6,
+            3,
+        )
+
+    def test_topic_roles_follow_the_policy_and_output(self) -> None:
+        s = load_settings({"consumer": {"topic": "t"}})
+        assert s.topic_roles() == {
+            "t": "input, --topic",
+            "t.dlq": "dead letters, --dlq-topic",
+        }
+        s = load_settings(
+            {
+                "consumer": {"topic": "t"},
+                "processing": {"on_decode_error": "fail", "output_topic": "o"},
+            }
+        )
+        assert s.topic_roles() == {"t": "input, --topic", "o": "output, --output-topic"}
 
 
 class TestErrors:
@@ -184,3 +225,72 @@ class TestCli:
         assert "S3NT1NEL" not in out + err
         assert json.loads(out)["kafka"]["extra"]["ssl.key.password"] == MASK
         assert "puts a secret on the command line" in err
+
+    def test_new_flags_reach_the_settings(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        argv = ["--print-config", "--create-topics", "--partitions", "2"]
+        assert main([*argv, "--worker-index", "1"]) == 0
+        worker = json.loads(capsys.readouterr().out)["worker"]
+        assert worker["topics"] == {"create": True, "partitions": 2}
+        assert worker["processing"]["index"] == 1
+
+
+@pytest.fixture
+def process_state() -> Iterator[None]:
+    """`main()` sets logging and signal handlers for the process: restore them."""
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    structlog.reset_defaults()
+    root.handlers, root.level = saved
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
+
+
+@pytest.mark.usefixtures("process_state")
+class TestStartupErrors:
+    """Errors at the edge: one line naming the thing and the fix, exit status 2."""
+
+    def test_metrics_port_in_use(self, capsys: pytest.CaptureFixture[str]) -> None:
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            port = busy.getsockname()[1]
+            # An unroutable broker: reaching Kafka would hang, not exit 2.
+            argv = ["--bootstrap-servers", "192.0.2.1:9", "--metrics-port", str(port)]
+            assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert err.splitlines() == [
+            f"config error: cannot serve metrics on 127.0.0.1:{port}: the port is in "
+            "use (another worker or load generator?): choose a free port, or 0 for "
+            "any free one (--metrics-host/--metrics-port)"
+        ]
+        assert out == ""
+
+
+class TestSupervisor:
+    """`--processes N` starts N children, each with its own index and port."""
+
+    def test_each_child_gets_its_index(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        commands: list[list[str]] = []
+
+        class Child:
+            def __init__(self, cmd: list[str], **_kw: Any) -> None:
+                commands.append(cmd)
+
+            def poll(self) -> int:
+                return 0
+
+        monkeypatch.setattr(subprocess, "Popen", Child)
+        monkeypatch.setattr(signal, "signal", lambda *_args: None)
+        assert main(["--processes", "3", "--metrics-port", "9300"]) == 0
+
+        def last(cmd: list[str], flag: str) -> str:  # argparse: the last one wins
+            return cmd[len(cmd) - cmd[::-1].index(flag)]
+
+        given = [
+            (last(c, "--worker-index"), last(c, "--metrics-port")) for c in commands
+        ]
+        assert given == [("0", "9300"), ("1", "9301"), ("2", "9302")]

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from loadgen.cli import build_parser, main
 from loadgen.config import LoadgenSettings, load_settings
 from service.connection import MASK
 from service.errors import ConfigError
+from service.logging import cannot_reach
 
 UNREACHABLE = "127.0.0.1:1"
 
@@ -22,6 +27,20 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith(("LOADGEN_", "KAFKA_")):
             monkeypatch.delenv(name)
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """`main()` configures logging for the process: give the next test it back.
+
+    librdkafka's lines are rate-limited process-wide: each test starts afresh.
+    """
+    logging.getLogger("librdkafka").handlers.clear()
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    yield
+    structlog.reset_defaults()
+    root.handlers, root.level = saved
 
 
 class TestPrecedence:
@@ -85,6 +104,13 @@ class TestPrecedence:
 
     def test_run_id_is_random_by_default(self) -> None:
         assert load_settings().run_id != load_settings().run_id
+
+    def test_topic_creation_settings(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        assert (load_settings().create_topics, load_settings().partitions) == (False, 4)
+        monkeypatch.setenv("LOADGEN_CREATE_TOPICS", "true")
+        monkeypatch.setenv("LOADGEN_PARTITIONS", "3")
+        s = load_settings()
+        assert (s.create_topics, s.partitions) == (True, 3)
 
     def test_producer_is_idempotent_by_default(self) -> None:
         conf = load_settings().producer_config()
@@ -221,3 +247,43 @@ class TestCli:
         monkeypatch.setattr(generator, "METADATA_TIMEOUT_S", 1.0)
         assert main(["--bootstrap-servers", UNREACHABLE, "--count", "1"]) == 1
         assert "cannot reach Kafka" in capsys.readouterr().err
+
+    @pytest.mark.parametrize("level", ["warning", "info", "error"])
+    def test_unreachable_kafka_on_record_is_one_line_and_exit_1(
+        self,
+        level: str,
+        tmp_path: Path,
+        capfd: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        from loadgen import recording
+
+        monkeypatch.setattr(recording, "METADATA_TIMEOUT_S", 1.0)
+        argv = ["record", "--bootstrap-servers", UNREACHABLE, "--topic", "t"]
+        argv += ["--out", str(tmp_path / "r.rec"), "--log-level", level]
+        assert main(argv) == 1
+        lines = capfd.readouterr().err.splitlines()
+        errors = [ln for ln in lines if "error:" in ln]
+        refused = (
+            f"{UNREACHABLE}/bootstrap: Connect to ipv4#{UNREACHABLE} failed: "
+            "Connection refused (after 0ms in state CONNECT)"
+        )
+        assert errors == [f"codec-loadgen: error: {cannot_reach(UNREACHABLE, refused)}"]
+        # librdkafka's own lines: none raw; at info, its retries as one line.
+        assert len(lines) == (2 if level == "info" else 1)
+        assert not (tmp_path / "r.rec").exists()
+
+    def test_metrics_port_in_use_exits_2_before_kafka(
+        self, capfd: pytest.CaptureFixture[str]
+    ) -> None:
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            port = busy.getsockname()[1]
+            argv = ["--bootstrap-servers", UNREACHABLE, "--metrics-port", str(port)]
+            assert main([*argv, "--progress", "never"]) == 2
+        assert capfd.readouterr().err.splitlines() == [
+            f"config error: cannot serve metrics on 127.0.0.1:{port}: the port is in "
+            "use (another worker or load generator?): choose a free port, or 0 for "
+            "any free one (--metrics-host/--metrics-port)"
+        ]

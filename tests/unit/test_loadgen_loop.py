@@ -13,6 +13,7 @@ from loadgen.config import LoadgenSettings
 from loadgen.producer import Clock, ProducerLoop
 from loadgen.report import Aggregator, Tick
 from loadgen.source import Source, synthetic_source, value_bytes_sent
+from service.logging import KafkaErrors, kafka_logger
 
 WALL0 = 1_767_225_600_000_000_000
 
@@ -241,6 +242,13 @@ class TestDelivery:
             for k, v in t.errors.items():
                 errors[k] = errors.get(k, 0) + v
         assert errors == {"_MSG_TIMED_OUT": 3}
+
+    def test_client_errors_and_lines_go_through_structlog(self) -> None:
+        s = settings(rate=1000, count=10, kafka={"bootstrap_servers": "k:9"})
+        producer, _, _ = run_loop(s)
+        assert producer.conf["logger"] is kafka_logger()
+        report = producer.conf["error_cb"]
+        assert isinstance(report, KafkaErrors) and report.bootstrap == "k:9"
 
     def test_value_bytes_are_exact(self) -> None:
         s = settings(rate=1000, count=120)
