@@ -76,7 +76,7 @@ def configure_logging(
         logger_factory=factory,
         cache_logger_on_first_use=cache,
     )
-    # Other libraries' warnings (asyncio, aiohttp) become lines like ours.
+    # Other libraries' warnings become lines like ours.
     root = logging.getLogger()
     root.handlers = [h for h in root.handlers if not isinstance(h, _ToStructlog)]
     root.addHandler(_ToStructlog())
