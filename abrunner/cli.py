@@ -11,8 +11,12 @@ Ctrl-C or SIGTERM stops the running case (its processes killed, its topics
 deleted), writes the report of the cases finished, marked interrupted, and exits
 130; a second Ctrl-C exits at once.
 
+`--compare OLD` compares the new report with OLD afterwards, `--compare OLD NEW`
+two reports without a run (`abrunner.compare`): a CI gate.
+
 Exit status: 0 when every case ran and lost nothing, 1 otherwise, 2 for bad flags,
-130 when interrupted.
+130 when interrupted; with `--compare`, also 1 on a regression and 2 for a report
+that cannot be read.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 import service.flags as commands
-from abrunner import notes, runner
+from abrunner import compare, decisions, notes, runner
 from abrunner.config import TOOL, AbSettings
 from abrunner.plan import Plan, Profile
 from abrunner.report import markdown_table, tables, write
@@ -49,6 +53,19 @@ _FLAGS: Final = (
     Flag("--rate", ("rate",), "messages per second", float),
     Flag("--duration", ("duration",), "measured seconds per codec", float),
     Flag("--warmup", ("warmup",), "warm-up seconds per codec", float),
+    Flag(
+        "--schema",
+        ("schema",),
+        "your own schema, MODULE:NAME or FILE.proto:Message (or a built-in one), "
+        "instead of --profile",
+    ),
+    Flag(
+        "--replay",
+        ("replay",),
+        "replay this recording (codec-loadgen record) in every case, transcoded "
+        "into the case's codec",
+        Path,
+    ),
     Flag("--profile", ("profile",), "payload profile: small, medium, large[:BYTES]"),
     Flag(
         "--profiles",
@@ -83,6 +100,12 @@ _FLAGS: Final = (
         many=True,
     ),
     Flag(
+        "--loadgen-arg",
+        ("loadgen_args",),
+        "extra codec-loadgen flag, repeatable, e.g. --loadgen-arg=--list-len=1,8",
+        many=True,
+    ),
+    Flag(
         "--verify",
         ("verify",),
         "read each topic back to check the run's x-seq coverage",
@@ -94,6 +117,27 @@ _FLAGS: Final = (
         "measure each codec's decode in-process (codec-bench) before the Kafka "
         "cases, to set beside the Kafka path's",
         boolean=True,
+    ),
+    Flag(
+        "--target-rate",
+        ("target_rate",),
+        "msg/s to size each codec's cores for: CPU us/msg x rate / 1e6",
+        float,
+        default="the run's --rate",
+    ),
+    Flag(
+        "--max-regression",
+        ("max_regression",),
+        "--compare fails a codec whose gated figure rose by more than this "
+        "fraction (0.10 = 10 %)",
+        float,
+    ),
+    Flag(
+        "--gate-figures",
+        ("gate_figures",),
+        "comma-separated figures --compare gates on: cpu_us_per_msg, "
+        "e2e_p99_ms, rss_steady_mb",
+        default="cpu_us_per_msg",
     ),
     *KAFKA_FLAGS,
 )
@@ -112,6 +156,15 @@ def build_parser() -> argparse.ArgumentParser:
         TOOL,
     )
     add_flags(parser, _FLAGS, AbSettings, TOOL)
+    parser.add_argument(
+        "--compare",
+        nargs="+",
+        metavar="REPORT",
+        default=[],
+        help="OLD: after the run, compare the new report with OLD (a report.json or "
+        "its directory); OLD NEW: compare two reports, no run. Exit 1 when a codec "
+        "regressed beyond --max-regression, 2 when a report cannot be read",
+    )
     return parser
 
 
@@ -122,7 +175,9 @@ def plan_from_settings(s: AbSettings) -> Plan:
         ConfigError: a value is invalid; the message names the setting.
     """
     profiles = [Profile.parse(p) for p in (s.profiles or [s.profile])]
-    if s.large_bytes:
+    if s.schema_ is not None:
+        profiles = [Profile(s.schema_)]
+    elif s.large_bytes:
         profiles = [p for p in profiles if p.schema != "large"]
         profiles += [Profile("large", size) for size in s.large_bytes]
     same = {"rate", "duration", "warmup", "repeat", "max_mode", "max_messages"}
@@ -134,6 +189,8 @@ def plan_from_settings(s: AbSettings) -> Plan:
         out=str(s.out),
         # --worker-arg=--batch-size=1000 is two worker arguments.
         worker_args=tuple(w for a in s.worker_args for w in a.split("=", 1)),
+        loadgen_args=tuple(w for a in s.loadgen_args for w in a.split("=", 1)),
+        replay=None if s.replay is None else str(s.replay),
     )
 
 
@@ -144,6 +201,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = commands.settings_or_status(AbSettings, TOOL, args, _FLAGS)
     if isinstance(settings, int):
         return settings
+    try:  # before the run: an unreadable OLD must not cost one
+        before = compare.reports(args.compare)
+    except compare.UnreadableReport as exc:
+        print(f"codec-ab: --compare: {exc}", file=sys.stderr)
+        return 2
+    if len(before) == 2:
+        return _gate(settings, before[0], before[1], tuple(args.compare))
     try:
         plan = plan_from_settings(settings)
     except ConfigError as exc:
@@ -156,6 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _interrupts():
             report = runner.run(plan, bootstrap, console)
+            decisions.decide(report, settings.target_rate or plan.rate)
             paths = write(report, plan.out_dir)
             print_tables(report, sys.stdout)
     except KeyboardInterrupt:  # after the cases: while the report was written
@@ -167,7 +232,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if report.interrupted:
         return INTERRUPTED
-    return 1 if any(map(_failed, report.results)) else 0
+    status = 1 if any(map(_failed, report.results)) else 0
+    if before:
+        names = (args.compare[0], str(paths[1]))
+        status = max(status, _gate(settings, before[0], report, names))
+    return status
+
+
+def _gate(
+    settings: AbSettings, old: Report, new: Report, names: tuple[str, ...]
+) -> int:
+    """`compare.gate` with the settings' threshold and figures, on stdout."""
+    return compare.gate(
+        old,
+        new,
+        (names[0], names[1]),
+        settings.max_regression,
+        settings.gate_figures,
+        sys.stdout,
+    )
 
 
 def _failed(result: CaseResult) -> bool:
@@ -214,12 +297,13 @@ def print_tables(report: Report, out: TextIO) -> None:
     Markdown tables, one line per row whatever the width.
     """
     before = [notes.interrupted(report), notes.repeat_warning(report.plan)]
-    after = [notes.decode_differs(report.summary)]
+    after = [decisions.section(report), notes.decode_differs(report.summary)]
     texts = [t for t in before if t], [t for t in after if t]
     if not out.isatty():
         lines = [f"{text}\n" for text in texts[0]]
         for profile, headers, body in tables(report):
-            lines += [f"## Profile `{profile}`", "", *markdown_table(headers, body), ""]
+            heading = report.plan.heading(profile)
+            lines += [f"## {heading}", "", *markdown_table(headers, body), ""]
         lines += [f"{text}\n" for text in texts[1]]
         out.write("\n".join(lines))
         return
@@ -227,7 +311,7 @@ def print_tables(report: Report, out: TextIO) -> None:
     for text in texts[0]:
         console.print(Markdown(text))
     for profile, headers, body in tables(report):
-        view = Table(title=f"profile {profile}")
+        view = Table(title=report.plan.heading(profile).replace("`", ""))
         for i, header in enumerate(headers):  # the codec column stays whole
             view.add_column(header, overflow="fold", no_wrap=i == 0)
         for cells in body:

@@ -9,12 +9,13 @@ or as JSON/TOML arrays.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from service.codecs import REAL_CODECS
 from service.connection import KafkaConnection, recorded_local_broker
+from service.schemas import SchemaSpec
 
 TOOL: Final = "ab"
 
@@ -31,6 +32,11 @@ def _split(value: Any) -> Any:
 
 Listed = Annotated[list[str], BeforeValidator(_split)]
 Sizes = Annotated[list[Annotated[int, Field(ge=256)]], BeforeValidator(_split)]
+Gated = Annotated[
+    tuple[Literal["cpu_us_per_msg", "e2e_p99_ms", "rss_steady_mb"], ...],
+    BeforeValidator(_split),
+]
+"""The figures `codec-ab --compare` may gate on (`abrunner.decisions.DECIDED`)."""
 
 
 class AbSettings(BaseModel):
@@ -41,7 +47,7 @@ class AbSettings(BaseModel):
     without that the runner starts the local Kafka itself.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     kafka: KafkaConnection = Field(default_factory=KafkaConnection)
     codecs: Listed = Field(
@@ -51,9 +57,14 @@ class AbSettings(BaseModel):
     rate: Annotated[float, Field(ge=0)] = 40_000.0
     duration: Annotated[float, Field(ge=0)] = 30.0
     warmup: Annotated[float, Field(ge=0)] = 5.0
+    schema_: Annotated[SchemaSpec | None, Field(alias="schema")] = None
+    """A user's `MODULE:NAME` / `FILE.proto:Message` (or a built-in key), loaded
+    while validating; it replaces `profile`, `profiles` and `large_bytes`."""
     profile: str = "medium"
     profiles: Listed | None = None
     large_bytes: Sizes | None = None
+    replay: Path | None = None
+    """A recording every load generator replays, transcoded into its case's codec."""
     repeat: Annotated[int, Field(ge=1, le=100)] = 1
     max_mode: bool = False
     max_messages: Annotated[int, Field(ge=1)] = 200_000
@@ -61,8 +72,23 @@ class AbSettings(BaseModel):
     baseline: str | None = None
     out: Path = Path("ab-results")
     worker_args: list[str] = Field(default_factory=list)
+    loadgen_args: list[str] = Field(default_factory=list)
     verify: bool = True
     bench: bool = True
+    # The decision figures (abrunner.decisions, abrunner.compare); None: --rate.
+    target_rate: Annotated[float, Field(gt=0)] | None = None
+    max_regression: Annotated[float, Field(ge=0)] = 0.10
+    gate_figures: Annotated[Gated, Field(min_length=1)] = ("cpu_us_per_msg",)
+
+    @model_validator(mode="after")
+    def _one_payload_source(self) -> AbSettings:
+        built_in = {"profile", "profiles", "large_bytes"} & self.model_fields_set
+        if self.schema_ is not None and built_in:
+            flags = ", ".join(f"--{n.replace('_', '-')}" for n in sorted(built_in))
+            raise ValueError(f"schema replaces {flags}: give one of them")
+        if self.replay is not None and not self.replay.is_file():
+            raise ValueError(f"replay: no such file: '{self.replay}'")
+        return self
 
     @property
     def bootstrap_given(self) -> bool:

@@ -70,6 +70,17 @@ def repeat_warning(plan: Plan) -> str | None:
     )
 
 
+def cores(target_rate: float | None) -> str | None:
+    """What the cores column means, None when the report has none."""
+    if not target_rate:
+        return None
+    return (
+        f"`cores at {target_rate:,.0f} msg/s`: CPU us/msg x {target_rate:,.0f} / 1e6, "
+        "the worker cores that rate needs at the cost per message measured here "
+        "(`--target-rate`, default the run's `--rate`)."
+    )
+
+
 def legend(headers: set[str]) -> list[str]:
     """A Markdown list explaining the columns among `headers` that need it."""
     return [f"- `{h}`: {text}." for h, text in _LEGEND.items() if h in headers]

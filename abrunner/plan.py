@@ -7,6 +7,7 @@ results, so a report says what produced it.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -21,9 +22,18 @@ MEASURED_SEED: Final = 2
 """The load generator's payload seeds: the warm-up's, and the measured load's (or
 the max-mode backlog's), which the in-process figures use too: same payloads."""
 
+_UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
+"""What a Kafka topic name may not hold (a spec's `:` and `/`, say)."""
+_MAX_LABEL: Final = 80
+"""A topic name has at most 249 characters: a long spec keeps its end (the type)."""
+
 
 class Profile(msgspec.Struct, frozen=True, omit_defaults=True):
-    """A payload profile: a built-in schema and, for `large`, its size in bytes.
+    """A payload profile: a built-in schema and, for `large`, its size in bytes; or
+    a user's schema (`MODULE:NAME`, `FILE.proto:Message`), whose spec it keeps.
+
+    A user's spec is only checked for its form here: `codec-ab` loaded it while
+    its settings were validated, and a report.json is read back without it.
 
     Raises:
         ConfigError: the schema is unknown, or a size is given for another schema.
@@ -34,7 +44,8 @@ class Profile(msgspec.Struct, frozen=True, omit_defaults=True):
 
     def __post_init__(self) -> None:
         sized = self.large_bytes is not None
-        if self.schema not in SCHEMA_NAMES or (sized and self.schema != "large"):
+        known = self.schema in SCHEMA_NAMES or (self.user and not sized)
+        if not known or (sized and self.schema != "large"):
             raise ConfigError(
                 f"profile {self.label!r}: expected small, medium, large or large:BYTES"
             )
@@ -42,8 +53,14 @@ class Profile(msgspec.Struct, frozen=True, omit_defaults=True):
             raise ConfigError(f"profile {self.label!r}: BYTES must be at least 1")
 
     @property
+    def user(self) -> bool:
+        """True for a user's schema (a spec, `MODULE:NAME` or `FILE.proto:Message`)."""
+        return ":" in self.schema
+
+    @property
     def label(self) -> str:
-        """The profile as the command line writes it: `medium`, `large:100000`."""
+        """The profile as the command line writes it: `medium`, `large:100000`,
+        `shop:Order`."""
         return f"{self.schema}:{self.large_bytes}" if self.large_bytes else self.schema
 
     @classmethod
@@ -80,6 +97,9 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
         verify: read each topic back to check the run's `x-seq` coverage.
         bench: before the Kafka cases, measure each codec's decode in-process
             (`codecbench`) to set beside the Kafka path's.
+        replay: a recording every case's load generator replays (transcoded into
+            the case's codec) instead of synthetic payloads.
+        loadgen_args: extra `codec-loadgen` arguments, passed to every run.
 
     Raises:
         ConfigError: a value is out of range; the message names the flag.
@@ -99,6 +119,8 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     worker_args: tuple[str, ...] = ()
     verify: bool = True
     bench: bool = True
+    replay: str | None = None
+    loadgen_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for codec in self.codecs:
@@ -122,11 +144,40 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
             raise ConfigError(
                 "--repeat, --partitions and --max-messages must be at least 1"
             )
+        if self.replay is not None and len(self.profiles) != 1:
+            raise ConfigError(
+                "--replay: a recording holds one schema's traffic; give one "
+                "--schema or --profile, not a sweep"
+            )
 
     @property
     def out_dir(self) -> Path:
         """`out` as a path."""
         return Path(self.out)
+
+    def heading(self, label: str) -> str:
+        """A table's heading, e.g. "Schema `shop:Order`" or "Profile `medium`"."""
+        user = any(p.user and p.label == label for p in self.profiles)
+        return f"{'Schema' if user else 'Profile'} `{label}`"
+
+    @property
+    def payloads(self) -> str | None:
+        """What the load generators sent, when not the built-in synthetic payloads."""
+        users = [p.label for p in self.profiles if p.user]
+        labels = users or [p.label for p in self.profiles]
+        what = f"your schema `{users[0]}`" if users else f"`{', '.join(labels)}`"
+        if self.replay is not None:
+            return (
+                f"Payloads: {what} messages replayed from `{self.replay}`, each "
+                "decoded with the codec its content-type names and re-encoded with "
+                "the case's codec."
+            )
+        if users:
+            return (
+                f"Payloads: {what}, synthesized from its types (seed "
+                f"{MEASURED_SEED}; the same values for every codec)."
+            )
+        return None
 
     def cases(self) -> list[Case]:
         """Every case in the order they run: per profile, per repeat, per codec."""
@@ -152,5 +203,7 @@ class Case(NamedTuple):
 
     @property
     def tag(self) -> str:
-        """For topic and log file names: `json-pydantic-large-100000`."""
-        return f"{self.codec.replace('+', '-')}-{self.profile.label.replace(':', '-')}"
+        """For topic and log file names: `json-pydantic-large-100000`,
+        `msgspec-json-shop-Order` (only letters, digits, `.`, `_` and `-`)."""
+        label = _UNSAFE.sub("-", self.profile.label).strip("-")[-_MAX_LABEL:]
+        return f"{self.codec.replace('+', '-')}-{label}"

@@ -9,12 +9,14 @@ runner alone, which decides how its children stop; they still die with it.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import time
 import urllib.request
 import uuid
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, ClassVar, Final, Self
 
@@ -25,9 +27,41 @@ from abrunner.plan import Profile
 from loadgen.report import Summary
 from service.children import die_with_parent, free_port
 from service.errors import RunnerError
+from service.schemas import user_schema
 
 _POLL_S: Final = 0.2
 """How often a waiting caller asks the worker again: 5 cheap HTTP GETs a second."""
+
+
+def child_env(schema: str) -> dict[str, str]:
+    """The environment of a case's processes, for `schema` (a key or a user's spec).
+
+    A user's module was found by this process, on its `sys.path` or in the current
+    directory; the children get the directory it was found in at the front of
+    `PYTHONPATH` (they share the current directory, so a `.proto` path holds).
+    `LOADGEN_PROFILE` is left out: the load generator gets `--schema`, which the
+    older name must not contradict.
+
+    Raises:
+        ConfigError: `schema` cannot be loaded (the settings loaded it already).
+    """
+    env = dict(os.environ)
+    user = user_schema(schema)
+    if user is None:
+        return env
+    env.pop("LOADGEN_PROFILE", None)
+    own = user.model if user.source == "pydantic" else user.struct
+    module = sys.modules.get(own.__module__)
+    file = getattr(module, "__file__", None)
+    if user.source == "proto" or file is None:
+        return env
+    root = Path(file).resolve().parent
+    depth = own.__module__.count(".") + (Path(file).name == "__init__.py")
+    for _ in range(depth):
+        root = root.parent
+    paths = [str(root), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    return env
 
 
 class WorkerProcess:
@@ -39,6 +73,7 @@ class WorkerProcess:
         *args: further `codec-worker` arguments (`--codec`, `--schema`, ...).
         group: the consumer group (default: a fresh one).
         log: a file the worker's output is appended to (default: discarded).
+        env: the worker's environment (default: this process's).
     """
 
     DEFAULT_ARGS: ClassVar[tuple[str, ...]] = ()
@@ -51,8 +86,10 @@ class WorkerProcess:
         *args: str,
         group: str | None = None,
         log: Path | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.port = free_port()
+        self._environ = None if env is None else dict(env)
         self.group = group or f"g-{uuid.uuid4().hex[:8]}"
         self.cmd: list[str] = [
             *(sys.executable, "-m", "service", "--bootstrap-servers", bootstrap),
@@ -70,6 +107,7 @@ class WorkerProcess:
             self.cmd,
             stdout=self._out or subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
+            env=self._environ,
             preexec_fn=die_with_parent(),
             process_group=0,
         )
@@ -188,6 +226,9 @@ class LoadgenProcess:
         duration: seconds to send for; else `count` messages are sent.
         count: messages to send when no `duration` is given.
         seed: the payload generator's seed.
+        replay: a recording to replay instead, transcoded into `codec`.
+        args: further `codec-loadgen` arguments.
+        env: the run's environment (default: this process's).
     """
 
     def __init__(
@@ -202,17 +243,25 @@ class LoadgenProcess:
         duration: float | None = None,
         count: int | None = None,
         seed: int = 0,
+        replay: str | None = None,
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> None:
+        # A user's spec goes to --schema; --profile (its older name) takes built-ins.
+        schema = "--schema" if profile.user else "--profile"
         cmd = [
             *(sys.executable, "-m", "loadgen", "--bootstrap-servers", bootstrap),
-            *("--topic", topic, "--codec", codec, "--profile", profile.schema),
+            *("--topic", topic, "--codec", codec, schema, profile.schema),
             *("--rate", str(rate), "--run-id", run_id, "--seed", str(seed), "--json"),
         ]
         if profile.large_bytes:
             cmd += ["--large-bytes", str(profile.large_bytes)]
+        if replay is not None:
+            cmd += ["--replay", replay, "--transcode", codec]
         cmd += ["--duration", str(duration)] if duration else ["--count", str(count)]
         self.proc = subprocess.Popen(  # noqa: S603 (the project's own command)
-            cmd,
+            [*cmd, *args],
+            env=None if env is None else dict(env),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             preexec_fn=die_with_parent(),

@@ -7,7 +7,8 @@ figure is the median, and the Markdown shows the spread (min-max) so a reader se
 the noise. A column no row has a figure for is left out (the in-process ones
 without `--bench`, the GC ones in reports older than those counters).
 `python -m abrunner.report DIR` redraws report.md and the charts from
-DIR/report.json.
+DIR/report.json. The decision figures (cores at the target rate, ratios to the
+baseline with intervals) come from `abrunner.decisions`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Final, NamedTuple
 
 import msgspec
 
-from abrunner import notes
+from abrunner import decisions, notes
 from abrunner.charts import CHARTS, SWEEP_CHART, charts
 from abrunner.results import (
     FIGURES,
@@ -58,6 +59,8 @@ COLUMNS: Final = {
     "throughput": Column("msg/s", "{:,.0f}", ratio=True, modes=_RATE),
     "cpu_pct": Column("CPU % core", "{:.0f}", modes=_RATE),
     "cpu_us_per_msg": Column("CPU us/msg", "{:.1f}", ratio=True),
+    # Header named after the rate by `table`; two decimals: 0.4 cores is a decision.
+    decisions.CORES: Column("cores at target rate", "{:.2f}"),
     "gc_ms_per_s": Column("GC ms/s", "{:.1f}"),
     "gc_per_1k_msgs": Column("GC per 1k msgs", "{:.2f}"),
     # Two decimals: msgspec decodes a small payload in ~0.3 us.
@@ -80,7 +83,6 @@ _LIBRARIES: Final = (
     "pydantic-core",
     "orjson",
     "protobuf",
-    "uvloop",
     "prometheus-client",
     "confluent-kafka",
 )
@@ -173,9 +175,16 @@ def _status(row: Row, max_mode: bool) -> str:
 
 
 def table(
-    rows: dict[str, Row], baseline: str, max_mode: bool, spread: bool
+    rows: dict[str, Row],
+    baseline: str,
+    max_mode: bool,
+    spread: bool,
+    target_rate: float | None = None,
 ) -> tuple[list[str], list[list[str]]]:
-    """Headers and cells of one profile's table, best CPU per message first."""
+    """Headers and cells of one profile's table, best CPU per message first.
+
+    `target_rate` names the cores column (`cores at 40,000 msg/s`).
+    """
     mode = "max" if max_mode else "rate"
     columns = {
         key: column
@@ -183,7 +192,13 @@ def table(
         if mode in column.modes and any(key in row.figures for row in rows.values())
     }
     base = rows.get(baseline)
-    headers = ["codec", "status", *[c.header for c in columns.values()], "lost", "DLQ"]
+    named = [
+        f"cores at {target_rate:,.0f} msg/s"
+        if key == decisions.CORES and target_rate
+        else c.header
+        for key, c in columns.items()
+    ]
+    headers = ["codec", "status", *named, "lost", "DLQ"]
     body = []
     for codec in by_cpu(rows):
         row = rows[codec]
@@ -219,7 +234,12 @@ def tables(report: Report) -> list[tuple[str, list[str], list[list[str]]]]:
     """(profile, headers, cells) of each profile's table, in the report's order."""
     plan = report.plan
     return [
-        (profile, *table(rows, plan.baseline, plan.max_mode, plan.repeat > 1))
+        (
+            profile,
+            *table(
+                rows, plan.baseline, plan.max_mode, plan.repeat > 1, report.target_rate
+            ),
+        )
         for profile, rows in report.summary.items()
     ]
 
@@ -252,13 +272,19 @@ def markdown(report: Report) -> str:
         "ratios between codecs are the result.",
         "",
     ]
+    if plan.payloads is not None:
+        lines += [plan.payloads, ""]
     if (warning := notes.repeat_warning(plan)) is not None:
         lines += [warning, ""]
+    if (cores := notes.cores(report.target_rate)) is not None:
+        lines += [cores, ""]
     drawn = tables(report)
     legend = notes.legend({h for _, headers, _ in drawn for h in headers})
     lines += [*legend, ""] if legend else []
     for profile, headers, body in drawn:
-        lines += [f"## Profile `{profile}`", "", *markdown_table(headers, body), ""]
+        lines += [f"## {plan.heading(profile)}", "", *markdown_table(headers, body), ""]
+    if ratios := decisions.section(report):
+        lines += [ratios, ""]
     if differ := notes.decode_differs(report.summary):
         lines += ["## Decode: Kafka path vs in-process", "", differ, ""]
     if report.summary:
@@ -334,6 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{parser.prog}: {path}: {reason}", file=sys.stderr)
         return 2
     report.summary = aggregate(report.results, report.in_process)
+    decisions.decide(report, report.target_rate or report.plan.rate)
     for written in write(report, args.dir):
         print(written)
     return 0

@@ -184,8 +184,9 @@ class Row(msgspec.Struct, kw_only=True):
         lost: messages lost over the measured repeats (`lost` + `seq_missing`).
         not_drained: messages still queued after the drains.
         dead_lettered: messages dead-lettered over the measured repeats.
-        figures: each of `FIGURES` that was measured at least once, and, when
-            the in-process figures were taken, each of `IN_PROCESS_FIGURES`.
+        figures: each of `FIGURES` that was measured at least once, when the
+            in-process figures were taken each of `IN_PROCESS_FIGURES`, and
+            `cores_at_target`: CPU us/msg x `Report.target_rate` / 1e6.
     """
 
     runs: int
@@ -209,6 +210,31 @@ Summary = dict[str, dict[str, Row]]
 def by_cpu(rows: dict[str, Row]) -> list[str]:
     """The codecs of one profile, lowest CPU per message first (unmeasured last)."""
     return sorted(rows, key=lambda c: rows[c].median("cpu_us_per_msg") or float("inf"))
+
+
+class Ratio(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One codec's figure over the baseline's, from repeats paired by index.
+
+    Attributes:
+        profile: the payload profile's label.
+        codec: the codec's registry key (never the baseline).
+        figure: the `FIGURES` key: `cpu_us_per_msg`, `e2e_p99_ms` or `rss_steady_mb`.
+        pairs: repeats measured for both (finite, positive figures).
+        ratio: the geometric mean of the pairs' ratios.
+        low: the 95 % interval's lower end (None with fewer than 3 pairs).
+        high: its upper end (None with fewer than 3 pairs).
+        verdict: `better`, `worse` (the interval excludes 1) or `no detectable
+            difference` (None with fewer than 3 pairs).
+    """
+
+    profile: str
+    codec: str
+    figure: str
+    pairs: int
+    ratio: float
+    low: float | None = None
+    high: float | None = None
+    verdict: str | None = None
 
 
 class Environment(msgspec.Struct, kw_only=True):
@@ -235,6 +261,10 @@ class Report(msgspec.Struct, kw_only=True):
         interrupted: the run was stopped (Ctrl-C, SIGTERM) before its last case;
             `results` holds the cases finished.
         in_process: the in-process decode figures taken before the Kafka cases.
+        target_rate: the rate (msg/s) the rows' `cores_at_target` figure is
+            for (`--target-rate`, default the run's `--rate`).
+        ratios: with 3 repeats or more, each codec's figures over the
+            baseline's with a 95 % interval and a verdict (`abrunner.decisions`).
     """
 
     plan: Plan
@@ -243,3 +273,5 @@ class Report(msgspec.Struct, kw_only=True):
     summary: Summary
     interrupted: bool = False
     in_process: list[InProcess] = msgspec.field(default_factory=list)
+    target_rate: float | None = None
+    ratios: list[Ratio] = msgspec.field(default_factory=list)

@@ -36,7 +36,7 @@ from abrunner import inprocess, verify
 from abrunner.figures import figures
 from abrunner.measure import Snapshot
 from abrunner.plan import MEASURED_SEED, WARMUP_SEED, Case, Plan
-from abrunner.process import LoadgenProcess, WorkerProcess
+from abrunner.process import LoadgenProcess, WorkerProcess, child_env
 from abrunner.report import aggregate, environment
 from abrunner.results import CaseResult, InProcess, Report
 from localkafka import LocalKafka, create_topic, delete_topic, kafka_version
@@ -150,6 +150,7 @@ def run_case(bootstrap: str, case: Case, plan: Plan, note: Note) -> CaseResult:
     topic = f"ab-{uuid.uuid4().hex[:8]}-{case.tag}"
     create_topic(bootstrap, topic, plan.partitions)
     create_topic(bootstrap, f"{topic}.dlq", plan.partitions)
+    env = child_env(case.profile.schema)
     worker = WorkerProcess(
         bootstrap,
         topic,
@@ -157,8 +158,9 @@ def run_case(bootstrap: str, case: Case, plan: Plan, note: Note) -> CaseResult:
         *("--summary-interval-s", "5", *plan.worker_args),
         group=f"ab-{uuid.uuid4().hex[:10]}",
         log=plan.out_dir / "logs" / f"{case.tag}.log",
+        env=env,
     )
-    m = _Measurement(bootstrap, topic, case, plan, worker, note, [])
+    m = _Measurement(bootstrap, topic, case, plan, worker, note, [], env)
     measure_case = _measure_max if plan.max_mode else _measure_rate
     try:
         result = measure_case(m)
@@ -186,6 +188,7 @@ class _Measurement(NamedTuple):
     worker: WorkerProcess
     note: Note
     loadgens: list[LoadgenProcess]
+    env: dict[str, str]
 
     def loadgen(
         self,
@@ -203,6 +206,9 @@ class _Measurement(NamedTuple):
             duration=duration,
             count=count,
             seed=seed,
+            replay=self.plan.replay,
+            args=self.plan.loadgen_args,
+            env=self.env,
         )
         self.loadgens.append(proc)
         return proc

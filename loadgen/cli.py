@@ -1,6 +1,7 @@
 """`codec-loadgen`: command-line entry point (also `python -m loadgen`).
 
-    codec-loadgen [--rate R] [--duration S | --count N] [--codec C] [--profile P] ...
+    codec-loadgen [--rate R] [--duration S | --count N] [--codec C] [--schema S] ...
+    codec-loadgen --schema MODULE:NAME [--list-len 2,4] [--str-len 5,20] ...
     codec-loadgen --replay FILE [--speed X | --rate R] [--transcode C] ...
     codec-loadgen record --topic T --out FILE [--max N] [--timeout S]
 
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from loadgen.config import TOOL, LoadgenSettings
+from loadgen.config import SYNTH_SIZES, TOOL, LoadgenSettings
 from service.errors import ConfigError
 from service.flags import (
     KAFKA_FLAGS,
@@ -30,6 +31,8 @@ from service.flags import (
     command_parser,
     settings_or_status,
 )
+from service.schemas import SPEC_HELP
+from service.userschema import SynthOptions
 
 
 def _flags(rows: list[tuple[str, Any, str]]) -> tuple[Flag, ...]:
@@ -42,8 +45,14 @@ _RUN: Final = _flags(
         ("topic", str, "topic to write; it must exist unless --create-topics"),
         ("partitions", int, "partitions of the topic --create-topics creates"),
         ("codec", str, "codec writing the payloads: any registry key but auto"),
-        ("profile", str, "payload profile / schema: small|medium|large"),
+        ("schema", str, f"what to send: {SPEC_HELP}"),
+        ("profile", str, "the older name of --schema: small|medium|large"),
         ("large_bytes", int, "JSON size of a large payload"),
+        ("list_len", str, "user schema: items per list, LO,HI"),
+        ("map_len", str, "user schema: entries per map, LO,HI"),
+        ("str_len", str, "user schema: characters per string, LO,HI"),
+        ("bytes_len", str, "user schema: bytes per bytes value, LO,HI"),
+        ("none_ratio", float, "user schema: share of optional fields left None"),
         ("rate", float, "target msg/s (0: unthrottled); the peak of ramp/step"),
         ("duration", float, "seconds to run"),
         ("count", int, "messages to send (with --duration: whichever ends first)"),
@@ -57,7 +66,7 @@ _RUN: Final = _flags(
         ("spike_s", float, "spike: how long it lasts"),
         ("seed", int, "payload generator seed"),
         ("pool_size", int, "distinct pre-encoded payloads, cycled by x-seq"),
-        ("key", str, "message key: entity (the payload's id)|seq|none"),
+        ("key", str, "message key: entity (the payload's id field)|seq|none"),
         ("run_id", str, "x-run-id header"),
         ("processes", int, "producer processes sharing the rate (x-seq strided)"),
         ("replay", Path, "replay a recording instead of synthetic payloads"),
@@ -104,7 +113,15 @@ _RECORD: Final = (
 )
 _OUTPUT: Final = Flag("--output", ("output",), "summary format on stdout: table|json")
 
+
+def _synth_default(name: str) -> str:
+    value = getattr(SynthOptions(), name)
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
 _DEFAULTS: Final = {
+    "schema": "--profile",
+    **{name: _synth_default(name) for name in SYNTH_SIZES},
     "duration": "60 s unless --count is given",
     "ramp_s": "--duration",
     "spike_rate": "2 x --rate",

@@ -13,14 +13,23 @@ import secrets
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
-from loadgen.payloads import DEFAULT_LARGE_BYTES
-from service.codecs import REAL_CODECS, CodecName
+from loadgen.payloads import DEFAULT_LARGE_BYTES, entity_field
+from service.codecs import REAL_CODECS, CodecName, JsonCodecName
 from service.connection import KafkaConnection, refuse_keys
+from service.errors import ConfigError
 from service.logging import kafka_logger
-from service.schemas import SchemaName
+from service.schemas import Schema, SchemaName, SchemaSpec, resolve, user_schema
 from service.settings import loader
+from service.userschema import SynthOptions, UserSchema, make_payloads
 
 TOOL: Final = "loadgen"
 
@@ -47,6 +56,38 @@ _TUNING: Final[dict[str, Any]] = {
 }
 """Producer defaults that `kafka.extra` (-X) may override."""
 
+SYNTH_SIZES: Final = ("list_len", "map_len", "str_len", "bytes_len", "none_ratio")
+"""The settings that size a user's synthetic payloads (`SynthOptions` fields)."""
+
+_OWN_JSON: Final[dict[str, JsonCodecName]] = {
+    "pydantic": "json+pydantic",
+    "msgspec": "msgspec-json",
+    "proto": "msgspec-json",
+}
+"""The JSON codec of a user's own form: recorded JSON was written by that form, so
+a transcoding replay reads it back with it (a lax model's JSON stays readable)."""
+
+
+def _size_range(value: Any) -> Any:
+    """`LO,HI` or `N` (text or int) as a pair; lists and pairs as they are."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = (value, value)
+    elif isinstance(value, str):
+        lo, sep, hi = value.partition(",")
+        try:
+            value = (int(lo), int(hi if sep else lo))
+        except ValueError:
+            raise ValueError("expected LO,HI (e.g. 2,4) or N") from None
+    if isinstance(value, list | tuple) and len(value) == 2 and value[0] > value[1]:
+        raise ValueError("expected LO,HI with LO <= HI")
+    return value
+
+
+_Size = Annotated[int, Field(ge=0, le=1_000_000)]
+SizeRange = Annotated[tuple[_Size, _Size], BeforeValidator(_size_range)]
+"""An inclusive (lo, hi) range: `2,4` on the command line and in the environment,
+`[2, 4]` or `"2,4"` in TOML, `3` for exactly 3."""
+
 
 class LoadgenSettings(BaseModel):
     """Everything `codec-loadgen` needs, validated before Kafka is touched.
@@ -55,14 +96,20 @@ class LoadgenSettings(BaseModel):
     whichever comes first. With `replay` and neither, the recording is sent once.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, validate_default=True, populate_by_name=True
+    )
 
     kafka: KafkaConnection = Field(default_factory=KafkaConnection)
     topic: str = "orders"
     create_topics: bool = False
     partitions: Annotated[int, Field(ge=1, le=100_000)] = 4
     codec: CodecName = "json+pydantic"
+    schema_: Annotated[SchemaSpec | None, Field(alias="schema")] = None
+    """A built-in key or a user's `MODULE:NAME` / `FILE.proto:Message` (loaded while
+    validating); unset: `profile`."""
     profile: SchemaName = "medium"
+    """The older name of `schema`, for the built-in schemas only."""
     large_bytes: Annotated[int, Field(ge=256, le=16 * 1024 * 1024)] = (
         DEFAULT_LARGE_BYTES
     )
@@ -78,6 +125,11 @@ class LoadgenSettings(BaseModel):
     spike_at_s: Annotated[float, Field(ge=0)] = 10.0
     spike_s: Annotated[float, Field(gt=0)] = 5.0
     seed: int = 0
+    list_len: SizeRange | None = None
+    map_len: SizeRange | None = None
+    str_len: SizeRange | None = None
+    bytes_len: SizeRange | None = None
+    none_ratio: Annotated[float | None, Field(ge=0, le=1)] = None
     pool_size: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
     encode_live: bool = False
     key: Literal["entity", "seq", "none"] = "entity"
@@ -128,7 +180,79 @@ class LoadgenSettings(BaseModel):
             raise ValueError("speed and transcode apply to a replay only")
         if self.speed is not None and "rate" in self.model_fields_set:
             raise ValueError("give a replay either speed (recorded pace) or rate")
+        self._check_schema()
         return self
+
+    def _check_schema(self) -> None:
+        """Settings that only fit a built-in schema, or only a user's."""
+        given = self.model_fields_set
+        if self.schema_ not in (None, self.profile) and "profile" in given:
+            raise ValueError(
+                f"schema {self.schema_!r} and profile {self.profile!r} disagree: "
+                "profile is the older name of schema (built-in schemas only); give one"
+            )
+        sized = [name for name in SYNTH_SIZES if getattr(self, name) is not None]
+        user = self.user_schema
+        if user is None:
+            if sized:
+                raise ValueError(
+                    f"{', '.join(sized)}: only a user's schema's payloads are sized "
+                    "(schema = MODULE:NAME or FILE.proto:Message)"
+                )
+            return
+        if "large_bytes" in given:
+            raise ValueError(
+                "large_bytes sizes the built-in 'large' schema; a user's schema "
+                f"takes {', '.join(SYNTH_SIZES)}"
+            )
+        if self.key == "entity" and "key" in given and entity_field(user.shape) is None:
+            raise ValueError(
+                f"key 'entity': {user.name} has no top-level id field (a str or int "
+                "named id or *_id, never None): choose key seq or none"
+            )
+        if self.replay is None:  # synthesis fails now rather than after Kafka
+            try:
+                make_payloads(user.shape, 1, seed=self.seed, options=self.synth_options)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+
+    @property
+    def schema_spec(self) -> str:
+        """What is sent: `schema`, else `profile`."""
+        return self.schema_ or self.profile
+
+    @property
+    def forms(self) -> Schema | UserSchema:
+        """The schema's forms; a user's was loaded when these settings were."""
+        return resolve(self.schema_spec)
+
+    @property
+    def user_schema(self) -> UserSchema | None:
+        """The user's schema, or None for a built-in one."""
+        return user_schema(self.schema_spec)
+
+    @property
+    def synth_options(self) -> SynthOptions:
+        """The sizes of a user's synthetic payloads: the ones given, else defaults."""
+        given = {
+            n: getattr(self, n) for n in SYNTH_SIZES if getattr(self, n) is not None
+        }
+        return SynthOptions(**given)
+
+    @property
+    def key_kind(self) -> Literal["entity", "seq", "none"]:
+        """The key: `entity` falls back to `seq` by default on a user's schema
+        without an id field (asked for explicitly, that is an error)."""
+        user = self.user_schema
+        if self.key == "entity" and user and entity_field(user.shape) is None:
+            return "seq"
+        return self.key
+
+    @property
+    def transcode_json(self) -> JsonCodecName:
+        """The codec a transcoding replay reads recorded JSON with."""
+        user = self.user_schema
+        return "msgspec-json" if user is None else _OWN_JSON[user.source]
 
     @property
     def paced_replay(self) -> bool:

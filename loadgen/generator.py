@@ -216,7 +216,7 @@ def _run(
         "run_id": s.run_id,
         "topic": s.topic,
         "codec": s.codec_label,
-        "profile": s.profile,
+        "profile": s.schema_spec,
         "pattern": "replay" if s.paced_replay else s.pattern,
     }
     return agg.summary(meta, interrupted=interrupted)

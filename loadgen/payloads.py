@@ -2,7 +2,8 @@
 
 Payloads are returned as builtins (dicts, lists, scalars); `codec.from_builtins`
 turns them into any codec's native object. The same seed gives the same payloads,
-so every codec in an A/B encodes the same values.
+so every codec in an A/B encodes the same values. A user's schema gets its payloads
+from its types (`service.userschema.make_payloads`, sized by `SynthOptions`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from service.schemas import SchemaName
+from service.userschema import MessageShape
+from service.userschema.shape import Scalar
 
 DEFAULT_LARGE_BYTES: Final = 64 * 1024
 """Default JSON size of a `large` payload (the parameter spans ~10 KB to ~1.5 MB)."""
@@ -180,3 +183,18 @@ def make_payloads(
     rng = random.Random(seed)
     make = generator(schema, large_bytes=large_bytes)
     return [make(rng, seq) for seq in range(count)]
+
+
+def entity_field(shape: MessageShape) -> str | None:
+    """The field a user's messages are keyed by (`key = "entity"`), if any.
+
+    The first top-level field named `id` or `*_id` that always holds a `str` or an
+    `int`: Kafka keys are usually an entity's id (an order's, a customer's), which
+    keeps one entity's messages in one partition, in order.
+    """
+    for f in shape.fields:
+        named = f.name == "id" or f.name.endswith("_id")
+        plain = isinstance(f.type, Scalar) and f.type.kind in ("str", "int")
+        if named and plain and not f.nullable:
+            return f.name
+    return None

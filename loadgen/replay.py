@@ -4,7 +4,9 @@ Records are sent in recorded-timestamp order. The headers the load generator
 stamps itself (`service.headers.STAMPED`) are dropped and stamped anew; every
 other recorded header is kept as it was. A paced replay (no `--rate`) keeps the
 recorded gaps between messages; `transcode` re-encodes each value with another
-codec, decoding it with the codec its `content-type` names.
+codec, decoding it with the codec its `content-type` names (JSON: with the JSON
+codec of the schema's own form, `LoadgenSettings.transcode_json`), through the
+settings' schema, a built-in one or a user's.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable
 from loadgen.config import LoadgenSettings
 from loadgen.recording import Record, read_recording
 from loadgen.source import Source
-from service.codecs import AutoCodec, get_codec
+from service.codecs import AutoCodec, get_codec, native_to_builtins
 from service.errors import ConfigError, DecodeError, RecordingError
 from service.headers import CONTENT_TYPE, STAMPED
 
@@ -26,19 +28,22 @@ def _content_type(r: Record) -> bytes | None:
 def _transcoder(s: LoadgenSettings) -> Callable[[Record], bytes]:
     """Decode a record with the codec its content-type names; encode with the target."""
     assert s.transcode is not None  # noqa: S101  # checked by the caller
-    auto = get_codec("auto", s.profile)
+    forms = s.forms
+    auto = get_codec("auto", forms, auto_json=s.transcode_json)
     assert isinstance(auto, AutoCodec)  # noqa: S101  # get_codec's contract
-    target = get_codec(s.transcode, s.profile)
+    target = get_codec(s.transcode, forms)
 
     def convert(r: Record) -> bytes:
         try:
             codec = auto.codec_for(_content_type(r))
             native = codec.decode(r.value or b"")
-            return target.encode(target.from_builtins(codec.to_builtins(native)))
+            # As JSON carries them (datetimes and bytes as text), which every
+            # codec's from_builtins takes; a pydantic model's own dump does not.
+            return target.encode(target.from_builtins(native_to_builtins(native)))
         except DecodeError as exc:
             raise ConfigError(
                 f"config error: transcode: record at partition {r.partition} offset "
-                f"{r.offset} does not decode as {s.profile!r} ({exc})"
+                f"{r.offset} does not decode as {s.schema_spec!r} ({exc})"
             ) from None
 
     return convert
@@ -96,7 +101,7 @@ def replay_source(s: LoadgenSettings, topic_partitions: int) -> Source:
     if s.transcode is not None:
         convert = _transcoder(s)
         source.values = [convert(r) for r in records]
-        source.content_type = get_codec(s.transcode, s.profile).content_type.encode()
+        source.content_type = get_codec(s.transcode, s.forms).content_type.encode()
     else:
         source.content_types = [_content_type(r) for r in records]
     return source

@@ -43,7 +43,7 @@ def make_sender(
         or source.extra_headers is not None
         or source.partitions is not None
         or source.builtins is not None
-        or s.key == "seq"
+        or s.key_kind == "seq"
     )
     if general:
         return _general_sender(produce, s, source, stride, run_h)
@@ -86,7 +86,7 @@ def _general_sender(
     topic, values, keys, count = s.topic, source.values, source.keys, len(source.values)
     value_of: Callable[[int], bytes | None] = values.__getitem__
     if source.builtins is not None:
-        codec = get_codec(s.codec, s.profile)
+        codec = get_codec(s.codec, s.forms)
         natives, encode = (
             [codec.from_builtins(b) for b in source.builtins],
             codec.encode,
@@ -96,7 +96,7 @@ def _general_sender(
     pre = [((CONTENT_TYPE, ct),) if ct is not None else () for ct in cts]
     post = [(run_h, *extra) for extra in source.extra_headers or [()] * count]
     parts = source.partitions or [-1] * count
-    seq_keys = s.key == "seq" and s.replay is None
+    seq_keys = s.key_kind == "seq" and s.replay is None
 
     def send(first: int, n: int, stamps: Stamps) -> int:
         seq = first

@@ -14,8 +14,10 @@ from typing import Any, Final
 import numpy as np
 
 from loadgen.config import LoadgenSettings
-from loadgen.payloads import make_payloads
+from loadgen.payloads import entity_field, make_payloads
+from service import userschema
 from service.codecs import get_codec
+from service.schemas import Schema
 
 _ENTITY: Final = {"small": "id", "medium": "order_id", "large": "plan_id"}
 """The field each built-in profile keys its messages by (`key = "entity"`)."""
@@ -49,16 +51,27 @@ class Source:
 
 
 def synthetic_source(s: LoadgenSettings) -> Source:
-    """A pool of `pool_size` seeded payloads, encoded with the settings' codec."""
-    codec = get_codec(s.codec, s.profile)
-    payloads = make_payloads(
-        s.profile, s.pool_size, seed=s.seed, large_bytes=s.large_bytes
-    )
+    """A pool of `pool_size` seeded payloads, encoded with the settings' codec.
+
+    A user's schema gets payloads made from its types, sized by `s.synth_options`.
+    """
+    forms = s.forms
+    codec = get_codec(s.codec, forms)
+    if isinstance(forms, Schema):
+        payloads = make_payloads(
+            forms.name, s.pool_size, seed=s.seed, large_bytes=s.large_bytes
+        )
+        field = _ENTITY[forms.name]
+    else:
+        payloads = userschema.make_payloads(
+            forms.shape, s.pool_size, seed=s.seed, options=s.synth_options
+        )
+        field = entity_field(forms.shape) or ""
     values: list[bytes | None] = [
         codec.encode(codec.from_builtins(p)) for p in payloads
     ]
-    field = _ENTITY[s.profile]
-    keys = [None if s.key == "none" else str(p[field]).encode() for p in payloads]
+    entity = s.key_kind == "entity"
+    keys = [str(p[field]).encode() if entity else None for p in payloads]
     return Source(
         values,
         keys,
@@ -74,7 +87,7 @@ def value_bytes_sent(source: Source, s: LoadgenSettings, shard: int, sent: int) 
     messages: one cycle is summed, not every message of an hour-long run.
     """
     if s.encode_live and source.builtins is not None:
-        codec = get_codec(s.codec, s.profile)
+        codec = get_codec(s.codec, s.forms)
         sizes = np.array(
             [len(codec.encode(codec.from_builtins(b))) for b in source.builtins]
         )

@@ -37,7 +37,6 @@ from confluent_kafka import (
 from prometheus_client import CollectorRegistry
 
 from service import __version__
-from service.codecs import get_codec
 from service.codecs.protobuf_codec import protobuf_backend
 from service.config import Settings
 from service.consumer import BatchLoop
@@ -111,12 +110,7 @@ class Worker:
         self.errors = KafkaErrors(settings.kafka.bootstrap_servers)
         self.registry = CollectorRegistry()
         codec_settings = settings.codec
-        self.codec = get_codec(
-            codec_settings.name,
-            codec_settings.schema_,
-            auto_json=codec_settings.auto_json,
-            auto_output=codec_settings.auto_output,
-        )
+        self.codec = codec_settings.build()
         self.metrics = Metrics(
             self.registry, codec=codec_settings.name, schema=codec_settings.schema_
         )
@@ -284,7 +278,7 @@ class Worker:
         return BatchLoop(
             consumer,
             codec=self.codec,
-            step=Handler(s.codec.schema_, p.logic, p.work_us).step,
+            step=Handler(s.codec.forms, p.logic, p.work_us).step,
             metrics=self.metrics,
             poison=poison,
             output=output,

@@ -27,6 +27,7 @@ from service.flags import (
     command_parser,
     settings_or_status,
 )
+from service.schemas import SPEC_HELP
 
 _FLAGS: Final = (
     *KAFKA_FLAGS,
@@ -38,7 +39,7 @@ _FLAGS: Final = (
         "earliest|latest|error",
     ),
     Flag("--codec", ("codec", "name"), "codec key (see --list-codecs)"),
-    Flag("--schema", ("codec", "schema"), "small|medium|large"),
+    Flag("--schema", ("codec", "schema"), SPEC_HELP),
     Flag("--auto-json", ("codec", "auto_json"), "JSON codec of the auto codec"),
     Flag("--auto-output", ("codec", "auto_output"), "output codec of the auto codec"),
     Flag(

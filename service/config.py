@@ -12,10 +12,11 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from service.codecs import CodecName, JsonCodecName
+from service.codecs import Codec, CodecName, JsonCodecName, get_codec
 from service.connection import KafkaConnection, refuse_keys
-from service.schemas import SchemaName
+from service.schemas import Schema, SchemaSpec, resolve
 from service.settings import loader, printable
+from service.userschema import UserSchema
 
 TOOL: Final = "worker"
 
@@ -48,12 +49,28 @@ class CodecSettings(_Section):
     """Which codec decodes which schema."""
 
     name: CodecName = "json+pydantic"
-    schema_: Annotated[SchemaName, Field(alias="schema")] = "medium"
+    schema_: Annotated[SchemaSpec, Field(alias="schema")] = "medium"
+    """A built-in key or a user's `MODULE:NAME` / `FILE.proto:Message`, loaded
+    while the settings are validated (`service.schemas.resolve`)."""
     auto_json: JsonCodecName = "msgspec-json"
     auto_output: CodecName | None = None
     max_payload_bytes: Annotated[int, Field(ge=1)] = 4 * 1024 * 1024
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @property
+    def forms(self) -> Schema | UserSchema:
+        """The schema's forms; a user's was loaded when these settings were."""
+        return resolve(self.schema_)
+
+    def build(self) -> Codec[Any]:
+        """The configured codec bound to the schema (built once, at start-up)."""
+        return get_codec(
+            self.name,
+            self.forms,
+            auto_json=self.auto_json,
+            auto_output=self.auto_output,
+        )
 
 
 class ProcessingSettings(_Section):

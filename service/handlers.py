@@ -4,8 +4,9 @@ The logic reads decoded objects by attribute only, so the same code runs on a
 pydantic model, a msgspec Struct and a protobuf message, and no codec pays for a
 conversion the others skip. `aggregate` touches every field a real consumer of the
 schema would (protobuf's upb backend decodes lazily: reading fields is where its
-cost is, DESIGN.md). `--work-us` adds a busy loop per message standing in for
-heavier logic. A message that breaks an invariant raises `LogicError` (poison).
+cost is, DESIGN.md); on a user's schema it reads every field (`service.reader`).
+`--work-us` adds a busy loop per message standing in for heavier logic. A message
+that breaks an invariant raises `LogicError` (poison).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from time import perf_counter_ns
 from typing import Any, Final, Literal, Protocol
 
 from service.errors import LogicError
-from service.schemas import SchemaName
+from service.reader import read_every_field
+from service.schemas import Schema, SchemaName
+from service.userschema import UserSchema
 
 _KEYS: Final = 4096
 """Aggregates are kept per key modulo this, so memory stays bounded."""
@@ -67,24 +70,42 @@ _LOGIC: Final[dict[SchemaName, _Logic]] = {
 }
 
 
+def _user_logic(schema: UserSchema) -> _Logic:
+    """A user's schema: read every field; count the values read (key 0)."""
+    read = read_every_field(schema.shape)
+
+    def step(obj: Any, totals: dict[int, float]) -> None:
+        totals[0] = totals.get(0, 0.0) + read(obj)
+
+    return step
+
+
 class Handler:
     """The configured logic as one per-message step (None for `noop`).
 
     Args:
-        schema: which schema's logic to run.
+        schema: a built-in schema (its key or forms), or a user's schema (every
+            field is read).
         logic: `aggregate` (read fields, keep running totals per key) or `noop`.
         work_us: extra busy-loop microseconds per message.
     """
 
     def __init__(
         self,
-        schema: SchemaName,
+        schema: SchemaName | Schema | UserSchema,
         logic: Literal["noop", "aggregate"],
         work_us: float = 0.0,
     ) -> None:
         self.totals: dict[int, float] = {}
         totals = self.totals
-        logic_step = _LOGIC[schema] if logic == "aggregate" else None
+        logic_step: _Logic | None = None
+        if logic == "aggregate":
+            if isinstance(schema, UserSchema):
+                logic_step = _user_logic(schema)
+            else:
+                logic_step = _LOGIC[
+                    schema.name if isinstance(schema, Schema) else schema
+                ]
         work_ns = int(work_us * 1000)
         # Choose the step once: nothing in it tests the configuration per message.
         self.step: Callable[[Any], None] | None = None

@@ -181,7 +181,7 @@ class TestTerminalTables:
         out = Terminal()
         cli.print_tables(report(repeat=1), out)
         text = out.getvalue()
-        assert "profile medium" in text and "msgspec-msgpack" in text
+        assert "Profile medium" in text and "msgspec-msgpack" in text
         assert "| --- |" not in text and "━" in text  # rich's rules, not Markdown
         assert "--repeat 3" in text
         assert "--repeat 3" not in _printed(report(repeat=2))

@@ -1,0 +1,182 @@
+"""codec-ab on a user's schema: the plan, the report's words, the children's imports."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from abrunner import inprocess, report as abreport
+from abrunner.cli import _FLAGS, build_parser, main, plan_from_settings
+from abrunner.config import TOOL, AbSettings
+from abrunner.plan import Case, Plan, Profile
+from abrunner.process import child_env
+from abrunner.results import CaseResult, Report
+from service.errors import ConfigError
+from service.flags import load_from_args
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"
+ROOT = FIXTURES.parents[2]
+SHOP = "shop:Order"
+
+
+@pytest.fixture(autouse=True)
+def _user_modules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fixtures are a user's own modules, importable from PYTHONPATH."""
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    for name in list(os.environ):
+        if name.startswith(("AB_", "KAFKA_", "LOADGEN_")):
+            monkeypatch.delenv(name)
+
+
+def plan(*argv: str) -> Plan:
+    args = build_parser().parse_args(list(argv))
+    return plan_from_settings(load_from_args(AbSettings, TOOL, args, _FLAGS, {}))
+
+
+class TestPlan:
+    """`--schema` makes one profile of the user's spec; `--replay` rides along."""
+
+    def test_schema_and_replay(self, tmp_path: Path) -> None:
+        recording = tmp_path / "orders.rec"
+        recording.write_bytes(b"")
+        p = plan("--schema", SHOP, "--replay", str(recording))
+        assert p.profiles == (Profile(SHOP),) and p.profiles[0].user
+        assert p.replay == str(recording)
+        assert len(p.cases()) == 6  # every wire codec by default
+        for case in p.cases():
+            assert re.fullmatch(r"[A-Za-z0-9._-]+", case.tag), case.tag
+        assert plan("--schema", "small").profiles == (Profile("small"),)
+
+    def test_loadgen_args_are_split_like_worker_args(self) -> None:
+        p = plan("--schema", SHOP, "--loadgen-arg=--list-len=1,8")
+        assert p.loadgen_args == ("--list-len", "1,8")
+
+    def test_a_long_proto_path_makes_a_legal_topic(self) -> None:
+        spec = f"{FIXTURES / ('x' * 300)}.proto:Shipment"
+        tag = Case("protobuf", Profile(spec), 0).tag
+        assert re.fullmatch(r"[A-Za-z0-9._-]{1,100}", tag), tag
+        assert tag.endswith("x.proto-Shipment")
+
+    @pytest.mark.parametrize(
+        ("argv", "needle"),
+        [
+            (["--schema", SHOP, "--profile", "small"], "schema replaces --profile"),
+            (
+                ["--schema", SHOP, "--large-bytes", "1000"],
+                "schema replaces --large-bytes",
+            ),
+            (
+                ["--schema", "refused:Order"],
+                "ab.schema = 'refused:Order' (flag --schema): schema error: "
+                "Order.items[].price",
+            ),
+            (["--schema", SHOP, "--replay", "no-such.rec"], "replay: no such file"),
+            (["--profiles", "small,medium", "--replay", "README.md"], "not a sweep"),
+        ],
+    )
+    def test_exit_2_in_one_line(
+        self,
+        argv: list[str],
+        needle: str,
+        tmp_path: Path,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        assert main([*argv, "--out", str(tmp_path / "ab"), "--no-bench"]) == 2
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1
+        assert not (tmp_path / "ab").exists()  # nothing ran
+
+    def test_a_profile_is_a_builtin_or_a_spec(self) -> None:
+        with pytest.raises(ConfigError, match="huge"):
+            Profile("huge")
+        with pytest.raises(ConfigError):
+            Profile(SHOP, 1000)
+
+
+def _report(replay: str | None) -> Report:
+    plan = Plan(
+        codecs=("json+pydantic", "protobuf"),
+        profiles=(Profile(SHOP),),
+        rate=2000,
+        duration=3,
+        warmup=1,
+        repeat=1,
+        max_mode=False,
+        max_messages=1000,
+        partitions=4,
+        baseline="json+pydantic",
+        out="ab",
+        replay=replay,
+    )
+    results = [
+        CaseResult(codec=c, profile=SHOP, repeat=0, cpu_us_per_msg=u, lost=0)
+        for c, u in (("json+pydantic", 30.0), ("protobuf", 10.0))
+    ]
+    return Report(
+        plan=plan,
+        environment=abreport.environment("4.1.2"),
+        results=results,
+        summary=abreport.aggregate(results, []),
+    )
+
+
+class TestReport:
+    """report.md names the user's schema and, for a replay, the recording."""
+
+    def test_synthetic(self) -> None:
+        md = abreport.markdown(_report(None))
+        assert f"## Schema `{SHOP}`" in md and "## Profile" not in md
+        assert f"your schema `{SHOP}`, synthesized from its types" in md
+
+    def test_replay(self) -> None:
+        md = abreport.markdown(_report("orders.rec"))
+        assert f"your schema `{SHOP}` messages replayed from `orders.rec`" in md
+
+    def test_replay_of_a_builtin_schema(self) -> None:
+        built_in = _report("orders.rec")
+        plan = msgspec.structs.replace(built_in.plan, profiles=(Profile("medium"),))
+        assert plan.payloads == (
+            "Payloads: `medium` messages replayed from `orders.rec`, each decoded "
+            "with the codec its content-type names and re-encoded with the case's "
+            "codec."
+        )
+        assert msgspec.structs.replace(plan, replay=None).payloads is None
+
+    def test_report_json_reads_back_without_the_users_module(self) -> None:
+        encoded = msgspec.json.encode(_report("orders.rec"))
+        decoded = msgspec.json.decode(encoded.replace(b"shop:", b"gone:"), type=Report)
+        assert decoded.plan.profiles == (Profile("gone:Order"),)
+
+    def test_no_in_process_figures_for_a_users_schema(self) -> None:
+        said: list[str] = []
+        assert inprocess.measure(_report(None).plan, said.append) == []
+        assert said == [f"{SHOP}: no in-process figures (built-in payloads only)"]
+
+
+class TestChildEnv:
+    """A case's worker and load generator can import the user's module."""
+
+    def test_the_modules_directory_comes_first(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+        monkeypatch.setenv("LOADGEN_PROFILE", "small")
+        env = child_env(SHOP)
+        assert env["PYTHONPATH"].split(os.pathsep) == [str(FIXTURES), "/elsewhere"]
+        assert "LOADGEN_PROFILE" not in env  # --schema must not meet a contradiction
+
+    def test_a_dotted_module_roots_at_its_top_package(self) -> None:
+        env = child_env("tests.fixtures.usermodels.shop:Order")
+        assert env["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT)
+
+    def test_builtins_and_proto_files_change_nothing(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("LOADGEN_PROFILE", "small")
+        assert child_env("medium") == dict(os.environ)
+        proto = child_env(f"{FIXTURES / 'shipment.proto'}:Shipment")
+        assert proto.get("PYTHONPATH") == os.environ.get("PYTHONPATH")
