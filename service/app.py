@@ -47,6 +47,7 @@ from service.handlers import Handler
 from service.logging import KafkaErrors, kafka_logger
 from service.metrics import Metrics
 from service.poison import PoisonHandler
+from service.shadow import Shadow, shadow_for
 from service.summary import Summary
 from service.topics import TopicAdmin, Topics, await_topics
 from service.types import KafkaConsumer, KafkaProducer
@@ -156,7 +157,12 @@ class Worker:
                 producer = self._producer()
                 if producer is not None:
                     stack.callback(producer.flush, s.processing.delivery_timeout_s)
-                self.loop = self._build_loop(consumer, producer)
+                shadow = shadow_for(
+                    s, self.codec, self.registry, self._producer_factory
+                )
+                if shadow is not None:
+                    stack.callback(shadow.close)
+                self.loop = self._build_loop(consumer, producer, shadow)
                 consumer.subscribe(
                     [s.consumer.topic],
                     on_assign=self._on_assign,
@@ -254,7 +260,10 @@ class Worker:
         return self._producer_factory(conf)
 
     def _build_loop(
-        self, consumer: WorkerConsumer, producer: KafkaProducer | None
+        self,
+        consumer: WorkerConsumer,
+        producer: KafkaProducer | None,
+        shadow: Shadow | None = None,
     ) -> BatchLoop:
         s = self.settings
         p = s.processing
@@ -286,6 +295,7 @@ class Worker:
             batch_size=p.batch_size,
             batch_timeout_s=p.batch_timeout_ms / 1000.0,
             latency_sample_every=s.metrics.latency_sample_every,
+            shadow=shadow,
         )
 
     # -- callbacks (run inside consume(), on the loop's thread) --------------------------

@@ -49,6 +49,18 @@ _FLAGS: Final = (
         int,
     ),
     Flag(
+        "--shadow-codec",
+        ("codec", "shadow"),
+        "also decode a sample with this codec, compare field by field, count "
+        "worker_shadow_total, sample disagreements to <topic>.shadow",
+    ),
+    Flag(
+        "--shadow-sample-every",
+        ("codec", "shadow_sample_every"),
+        "shadow-decode every k-th message",
+        int,
+    ),
+    Flag(
         "--batch-size",
         ("processing", "batch_size"),
         "messages per consume() at most",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from service.codecs import Codec, CodecName, JsonCodecName, get_codec
 from service.connection import KafkaConnection, refuse_keys
@@ -55,8 +55,21 @@ class CodecSettings(_Section):
     auto_json: JsonCodecName = "msgspec-json"
     auto_output: CodecName | None = None
     max_payload_bytes: Annotated[int, Field(ge=1)] = 4 * 1024 * 1024
+    shadow: CodecName | None = None
+    """Also decode a sample of the messages with this codec, after each batch, and
+    compare field by field (`service.shadow`); None for no shadow."""
+    shadow_sample_every: Annotated[int, Field(ge=1, le=1_000_000)] = 1
+    """Shadow every k-th message (1: all). Each costs a second decode with the
+    codec, one with the shadow codec and a field-by-field comparison."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("shadow")
+    @classmethod
+    def _one_wire_format(cls, value: CodecName | None) -> CodecName | None:
+        if value == "auto":
+            raise ValueError("a shadow decodes with one codec: any key but auto")
+        return value
 
     @property
     def forms(self) -> Schema | UserSchema:
@@ -185,6 +198,9 @@ class Settings(BaseModel):
             roles.setdefault(dlq, "dead letters, --dlq-topic")
         if p.output_topic is not None:
             roles.setdefault(p.output_topic, "output, --output-topic")
+        if self.codec.shadow is not None:
+            shadow = f"{self.consumer.topic}.shadow"
+            roles.setdefault(shadow, "shadow samples, --shadow-codec")
         return roles
 
     def masked(self) -> dict[str, Any]:

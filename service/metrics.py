@@ -157,3 +157,69 @@ class GcMetrics:
         """Start counting; return the function that stops it."""
         gc.callbacks.append(self._callback)
         return lambda: gc.callbacks.remove(self._callback)
+
+
+SHADOW_OUTCOMES: Final = ("agree", "differ", "shadow_rejected", "primary_rejected")
+"""`worker_shadow_total` outcomes: both codecs' verdicts on one sampled message."""
+
+SHADOW_SAMPLE_RESULTS: Final = ("written", "rate_limited", "queue_full", "failed")
+"""What became of a disagreement sample bound for `<topic>.shadow`."""
+
+
+class ShadowMetrics:
+    """The shadow decode's metrics, built only when a shadow codec is configured.
+
+    Every outcome and sample result exists from the start at 0, so `increase()` sees
+    the first one. Difference paths are label children made on first use: they come
+    from the schema (list indexes and map keys stripped), a bounded set.
+
+    Args:
+        registry: the worker's registry.
+        codec: the live (primary) codec's key.
+        shadow: the shadow codec's key.
+    """
+
+    def __init__(self, registry: CollectorRegistry, *, codec: str, shadow: str):
+        outcomes = Counter(
+            "worker_shadow",
+            "Sampled messages decoded by the shadow codec too, by outcome.",
+            ["codec", "shadow", "outcome"],
+            registry=registry,
+        )
+        self.outcomes = {o: outcomes.labels(codec, shadow, o) for o in SHADOW_OUTCOMES}
+        self._differences = Counter(
+            "worker_shadow_differences",
+            "Messages whose two decodes differ at a field path (indexes stripped).",
+            ["codec", "shadow", "path"],
+            registry=registry,
+        )
+        self._paths: dict[str, Counter] = {}
+        self.seconds = Counter(
+            "worker_shadow_seconds",
+            "Time the loop spent in the shadow decode (both decodes, compare, samples).",
+            ["codec", "shadow"],
+            registry=registry,
+        ).labels(codec, shadow)
+        samples = Counter(
+            "worker_shadow_samples",
+            "Disagreement samples for <topic>.shadow, by result.",
+            ["codec", "shadow", "result"],
+            registry=registry,
+        )
+        self.samples = {
+            r: samples.labels(codec, shadow, r) for r in SHADOW_SAMPLE_RESULTS
+        }
+        self.errors = Counter(
+            "worker_shadow_errors",
+            "Failures of the shadow decode itself; the live path never sees them.",
+            ["codec", "shadow"],
+            registry=registry,
+        ).labels(codec, shadow)
+        self._labels = (codec, shadow)
+
+    def difference(self, path: str) -> Counter:
+        """The difference counter child for a schema field path (cached)."""
+        child = self._paths.get(path)
+        if child is None:
+            child = self._paths[path] = self._differences.labels(*self._labels, path)
+        return child

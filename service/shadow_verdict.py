@@ -1,0 +1,156 @@
+"""Both codecs' verdicts on one message, compared field by field (the shadow's core)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import msgspec
+
+from service.codecs import AutoCodec, Codec
+from service.errors import CodecError, DecodeError
+from service.schemas import SchemaForms
+from service.userschema import MessageShape, diff, read_native
+from service.userschema.from_msgspec import read_struct
+from service.userschema.shape import nested
+
+Outcome = Literal["agree", "differ", "shadow_rejected", "primary_rejected"]
+
+_INDEX: Final = re.compile(r"\[[^\]]*\]")
+"""A list index or map key in a `diff` path. A str key holding "]" leaves debris,
+but the result is then no schema path, so it is counted as `other`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Both codecs' verdicts on one message.
+
+    Attributes:
+        outcome: agree, differ, shadow_rejected or primary_rejected.
+        mode: `decode` (same wire: the shadow decodes the bytes) or `round-trip`
+            (the primary's values re-encoded by the shadow and decoded back).
+        paths: schema field paths where the decodes differ (indexes stripped).
+        error_type: the rejecting side's exception type (qualified name). Only the
+            type: library error texts may quote input (msgspec names the value
+            of a bad enum), and samples' headers never hold payload values.
+    """
+
+    outcome: Outcome
+    mode: str
+    paths: tuple[str, ...] = ()
+    error_type: str = ""
+
+
+class Comparer:
+    """Decodes one message with both codecs and compares them field by field.
+
+    Through the shadow directly when it reads the primary's wire format (e.g.
+    json+pydantic live, msgspec-json shadow): this tests what the shadow accepts.
+    For another wire format the primary's values are encoded by the shadow and
+    decoded back: this tests what survives the switch (None vs a default, float
+    precision, int width); a message the primary rejects has nothing to re-encode
+    and is left out.
+
+    Args:
+        primary: the live codec (an `AutoCodec` picks one per content-type).
+        shadow: the shadow codec (one wire format).
+        shape: the schema's shape, which guides reading and comparing.
+    """
+
+    def __init__(self, primary: Codec[Any], shadow: Codec[Any], shape: MessageShape):
+        self._primary = primary
+        self._codec_for = primary.codec_for if isinstance(primary, AutoCodec) else None
+        self._shadow = shadow
+        self._shape = shape
+        self._known = schema_paths(shape)
+
+    def compare(self, value: bytes, content_type: bytes | None) -> Verdict | None:
+        """Both verdicts on `value`; None when there is nothing to compare."""
+        primary = self._primary
+        if self._codec_for is not None:
+            try:
+                primary = self._codec_for(content_type)
+            except DecodeError:
+                return None  # no codec's verdict: the live path set it aside
+        obj, p_error = _decode(primary, value)
+        shadow = self._shadow
+        expected: dict[str, Any] | None = None
+        if primary.content_type == shadow.content_type:
+            mode = "decode"
+            other, s_error = _decode(shadow, value)
+        elif p_error is not None:
+            return None
+        else:
+            mode = "round-trip"
+            expected = self._read(obj)
+            other, s_error = self._round_trip(expected)
+        if p_error is not None:
+            if s_error is not None:
+                return Verdict("agree", mode)  # both reject: the switch changes nothing
+            return Verdict("primary_rejected", mode, (), p_error)
+        if s_error is not None:
+            return Verdict("shadow_rejected", mode, (), s_error)
+        if expected is None:
+            expected = self._read(obj)
+        found = diff(expected, self._read(other), self._shape, "")
+        if not found:
+            return Verdict("agree", mode)
+        paths = dict.fromkeys(self._bounded(field_path(p)) for p, _ in found)
+        return Verdict("differ", mode, tuple(paths))
+
+    def _read(self, obj: Any) -> dict[str, Any]:
+        return read_native(obj, self._shape)
+
+    def _round_trip(self, values: dict[str, Any]) -> tuple[Any, str | None]:
+        shadow = self._shadow
+        try:
+            # to_builtins: datetimes, bytes and enums as every codec's
+            # `from_builtins` takes them (what `to_builtins` gives back).
+            obj = shadow.from_builtins(msgspec.to_builtins(values))
+            return shadow.decode_unchecked(shadow.encode(obj)), None
+        except Exception as exc:  # any failure is the shadow's verdict
+            return None, _error_type(exc)
+
+    def _bounded(self, path: str) -> str:
+        return path if path in self._known else "other"
+
+
+def _decode(codec: Codec[Any], value: bytes) -> tuple[Any, str | None]:
+    try:
+        return codec.decode_unchecked(value), None
+    except Exception as exc:  # any failure is this codec's verdict (see Comparer)
+        return None, _error_type(exc)
+
+
+def _error_type(exc: BaseException) -> str:
+    """The qualified type of what failed: the library's, under a `CodecError`."""
+    cause = exc.__cause__ if isinstance(exc, CodecError) and exc.__cause__ else exc
+    return f"{type(cause).__module__}.{type(cause).__qualname__}"
+
+
+def schema_paths(shape: MessageShape) -> frozenset[str]:
+    """Every field path of `shape` (`items.price`), and `$` for the message itself."""
+    out = {"$"}
+
+    def walk(msg: MessageShape, prefix: str) -> None:
+        for f in msg.fields:
+            path = f"{prefix}.{f.name}" if prefix else f.name
+            out.add(path)
+            for inner in nested(f.type):
+                walk(inner, path)
+
+    walk(shape, "")
+    return frozenset(out)
+
+
+def field_path(path: str) -> str:
+    """`diff`'s path without list indexes and map keys (`.items[2].price` ->
+    `items.price`; `$` for the whole message): map keys are payload values."""
+    return _INDEX.sub("", path).lstrip(".") or "$"
+
+
+def shape_of(forms: SchemaForms) -> MessageShape:
+    """A schema's shape: a user schema's own, else read from its msgspec Struct."""
+    shape = getattr(forms, "shape", None)
+    return shape if isinstance(shape, MessageShape) else read_struct(forms.struct)
