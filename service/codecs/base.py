@@ -9,6 +9,7 @@ loop: the loop wraps a whole batch in one `try` and turns whatever escapes into 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, Final, Protocol, TypeVar
 
@@ -23,6 +24,9 @@ T = TypeVar("T")
 JSON: Final = "application/json"
 MSGPACK: Final = "application/vnd.msgpack"
 PROTOBUF: Final = "application/x-protobuf"
+
+_QUOTED: Final = re.compile(r"'[^']*'")
+"""A single-quoted span of an error text: an input value, never shown."""
 
 _MAX_DETAIL: Final = 200
 """Error details are cut to this many characters: they travel in DLQ headers."""
@@ -78,8 +82,9 @@ def _detail(exc: BaseException) -> str:
     if isinstance(exc, pydantic.ValidationError):
         return _pydantic_detail(exc)
     if isinstance(exc, msgspec.MsgspecError | ProtobufDecodeError | RecursionError):
-        # msgspec messages name a type and a path (`$.items[0]`), not a value.
-        return str(exc)
+        # msgspec messages name a type and a path (`$.items[0]`) in backticks; the
+        # one that quotes input ("Invalid enum value 'x'") does so in single quotes.
+        return _QUOTED.sub("'...'", str(exc))
     # Other messages (UnicodeDecodeError, ValueError...) may quote input bytes.
     return type(exc).__name__
 

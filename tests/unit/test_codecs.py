@@ -223,6 +223,17 @@ class TestPoison:
         assert "S3NT1NEL" not in str(info.value)
         assert "id: int_type" in str(info.value)
 
+    def test_msgspec_error_text_has_no_input_values(self) -> None:
+        # A bad enum value is the one msgspec error that quotes the input.
+        from service.userschema import load_schema
+
+        codec = get_codec(
+            "msgspec-json", load_schema("tests.fixtures.usermodels.shop:Order")
+        )
+        with pytest.raises(DecodeError) as info:
+            codec.decode(b'{"status": "S3NT1NEL"}')
+        assert "S3NT1NEL" not in str(info.value)
+
     @settings(
         max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
     )
