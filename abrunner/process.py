@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Mapping, Sequence
@@ -133,6 +134,9 @@ class WorkerProcess:
                 url = f"http://127.0.0.1:{self.port}/readyz"
                 with urllib.request.urlopen(url, timeout=1):
                     return
+            except urllib.error.HTTPError as exc:  # 503: not assigned yet
+                exc.close()  # it holds the response's socket
+                time.sleep(_POLL_S)
             except OSError:
                 time.sleep(_POLL_S)
         raise RunnerError(f"the worker got no partitions in {timeout:.0f} s")
