@@ -157,15 +157,18 @@ class LoadgenSettings(BaseModel):
     record_timeout_s: Annotated[float, Field(gt=0)] = 5.0
     record_start: Literal["earliest", "latest"] = "earliest"
 
-    @field_validator("codec", "transcode")
+    @field_validator("codec", "transcode", mode="before")
     @classmethod
-    def _wire_codec(cls, value: CodecName | None) -> CodecName | None:
-        if value == "auto":
-            raise ValueError(
-                "'auto' is not a wire format (it only decodes mixed topics); "
-                f"choose {', '.join(REAL_CODECS)}"
-            )
-        return value
+    def _wire_codec(cls, value: object) -> object:
+        # Before the Literal's own check, whose message would list `auto` as allowed.
+        if value is None or value in REAL_CODECS:
+            return value
+        why = (
+            "'auto' is not a wire format (it only decodes mixed topics)"
+            if value == "auto"
+            else "not a wire codec"
+        )
+        raise ValueError(f"{why}; choose {', '.join(REAL_CODECS)}")
 
     @model_validator(mode="after")
     def _consistent(self) -> LoadgenSettings:
