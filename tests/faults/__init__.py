@@ -1,0 +1,1 @@
+"""Fault scenarios for the worker on a real broker, and their checker."""

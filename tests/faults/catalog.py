@@ -1,0 +1,79 @@
+"""The fault suite's scenarios in report order, and which of them form the fast set."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from service.codecs import REAL_CODECS
+from tests.faults import (
+    scenarios_broker as broker,
+    scenarios_consumer as consumer,
+    scenarios_network as network,
+    scenarios_poison as poison,
+    scenarios_security as security,
+)
+from tests.faults.harness import Env, Outcome
+
+Scenario = Callable[[Env], Outcome]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One scenario: its id, its function and whether the fast set runs it."""
+
+    id: str
+    run: Scenario
+    fast: bool
+
+    @property
+    def title(self) -> str:
+        """The first line of the scenario's docstring."""
+        return (self.run.__doc__ or self.id).strip().splitlines()[0]
+
+
+FAST_CODECS: Final = ("msgspec-msgpack", "json+pydantic", "protobuf")
+"""The fast set's poison codecs: one per family (msgspec, pydantic, protobuf)."""
+
+ENTRIES: Final = (
+    Entry("D2", consumer.d2_clean_bounce, True),
+    Entry("D3", consumer.d3_kill_9, True),
+    Entry("D5", consumer.d5_scale, True),
+    Entry("D9", broker.d9_broker_sigterm, True),
+    Entry("D10", broker.d10_broker_sigkill, False),
+    Entry("D11", broker.d11_broker_pause, False),
+    Entry("D12", network.d12_network_partition, False),
+    Entry("D13", network.d13_degraded_network, False),
+    *(
+        Entry(f"P1-P3 {codec}", poison.poison_for(codec), codec in FAST_CODECS)
+        for codec in REAL_CODECS
+    ),
+    Entry("P4", poison.p4_dlq_unavailable, True),
+    Entry("P5", poison.p5_retry_budget, True),
+    Entry("S1", consumer.s1_sigterm_under_load, True),
+    Entry("S4", consumer.s4_overload, True),
+    Entry("Sec2", security.sec2_secret_hygiene, True),
+    Entry("Sec4", security.sec4_metrics_exposure, True),
+)
+
+
+def select(*, fast: bool, only: str | None = None) -> list[Entry]:
+    """The entries to run: the fast set or all, narrowed by comma-separated ids.
+
+    An id matches itself, and `P1-P3` matches every codec's `P1-P3 <codec>`.
+    """
+    chosen = [e for e in ENTRIES if e.fast or not fast]
+    if only:
+        wanted = {w.strip().lower() for w in only.split(",") if w.strip()}
+        chosen = [
+            e
+            for e in ENTRIES
+            if e.id.lower() in wanted or e.id.lower().split(" ")[0] in wanted
+        ]
+    return chosen
+
+
+def by_id(entry_id: str) -> Entry:
+    """The entry called `entry_id`."""
+    return next(e for e in ENTRIES if e.id == entry_id)

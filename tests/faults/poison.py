@@ -1,0 +1,130 @@
+"""Poison per codec (RELIABILITY P1-P3): bad bytes, hostile structures, oversize."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgspec
+
+from loadgen.payloads import make_payloads
+from service.codecs import Codec, CodecName, get_codec
+from tests.faults.producer import Payload, Plan
+
+MARKER: Final = "PII-M4RK3R-7f3a"
+"""A payload value that must never reach a DLQ header, a log line or a label."""
+DEPTH: Final = 100_000
+BIG_BYTES: Final = 8 * 1024 * 1024
+"""Over the worker's DLQ producer limit (4 MiB + 64 KiB by default), under the
+broker's 16 MiB: the dead letter must be written without its value."""
+JSON_CODECS: Final = frozenset(
+    {"json+pydantic", "json-stdlib+pydantic", "orjson+pydantic", "msgspec-json"}
+)
+_PROTOBUF_UNKNOWN_FIELD: Final = b"\xc0\x3e\x01"
+"""Field 1000, varint 1: not in OrderEvent. protobuf keeps unknown fields
+(forward compatibility), so this one is a good message for the protobuf codec."""
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One kind of poison and what the worker must do with it."""
+
+    name: str
+    value: bytes | None
+    poison: bool = True
+    """False: the codec accepts it by design (handled, not dead-lettered)."""
+    droppable: bool = False
+
+
+def _encoded(codec: Codec[Any], data: dict[str, Any]) -> bytes:
+    return codec.encode(codec.from_builtins(data))
+
+
+def _rejects(codec: Codec[Any], value: bytes) -> bool:
+    try:
+        codec.decode(value)
+    except Exception:  # any rejection will do: it is what makes the bytes poison
+        return True
+    return False
+
+
+def _random_bytes(codec: Codec[Any], name: str) -> bytes:
+    """Seeded random bytes the codec's own decoder rejects (the first of 100 seeds).
+
+    Random bytes can happen to parse (protobuf reads many as unknown fields): a
+    seed whose bytes parse would make a good message, not poison.
+    """
+    for seed in range(100):
+        value = random.Random(f"{name}-{seed}").randbytes(300)
+        if _rejects(codec, value):
+            return value
+    raise AssertionError(f"{name}: no seed gave undecodable random bytes")
+
+
+def _truncated(codec: Codec[Any], good: bytes) -> bytes:
+    """The good encoding cut short where the codec rejects it (from the middle down)."""
+    for cut in range(len(good) // 2, 0, -1):
+        if _rejects(codec, good[:cut]):
+            return good[:cut]
+    raise AssertionError(f"{codec.name}: every prefix decodes")
+
+
+def _deep(name: str) -> bytes:
+    if name in JSON_CODECS:
+        return b"[" * DEPTH + b"]" * DEPTH
+    if name == "msgspec-msgpack":
+        return b"\x91" * DEPTH + b"\xc0"  # fixarray of 1, 100k deep, then nil
+    return b"\x0b" * DEPTH  # protobuf: start-group of field 1, 100k deep
+
+
+def _wire_variants(name: str, codec: Codec[Any], data: dict[str, Any]) -> list[Case]:
+    """Wrong type and unknown field, in the codec's own wire format."""
+    if name == "protobuf":
+        good = _encoded(codec, data)
+        return [
+            # Field 9 (customer) sent as a varint: upb keeps a wire-type mismatch as
+            # an unknown field, so it decodes to an order without items: the
+            # logic rejects it.
+            Case("wrong type", b"\x48\x01"),
+            Case("unknown field", good + _PROTOBUF_UNKNOWN_FIELD, poison=False),
+        ]
+    # Built from builtins: the codec's own types could not hold these shapes.
+    raw = msgspec.msgpack.encode if name == "msgspec-msgpack" else msgspec.json.encode
+    wrong = {**data, "customer": MARKER}
+    unknown = {**data, "zz_unknown": MARKER}
+    cases = [Case("wrong type", raw(wrong)), Case("unknown field", raw(unknown))]
+    if name in JSON_CODECS:
+        utf8 = raw(data).replace(b'"EUR"', b'"\xff\xfe"', 1)
+        cases.append(Case("invalid UTF-8", utf8))
+    return cases
+
+
+def cases(name: CodecName, *, max_payload_bytes: int = 4 * 1024 * 1024) -> list[Case]:
+    """Every poison case for codec `name`, with the worker's payload limit."""
+    codec = get_codec(name, "medium")
+    data = make_payloads("medium", 1, seed=7)[0]
+    good = _encoded(codec, data)
+    return [
+        Case("random bytes", _random_bytes(codec, name)),
+        Case("truncated", _truncated(codec, good)),
+        *_wire_variants(name, codec, data),
+        Case("empty value", b""),
+        Case("tombstone", None),
+        Case(f"{DEPTH // 1000}k-deep nesting", _deep(name)),
+        Case("just over --max-payload-bytes", b"x" * (max_payload_bytes + 1)),
+        Case("8 MiB, over the DLQ limit", b"y" * BIG_BYTES, droppable=True),
+    ]
+
+
+def interleaved(good: Plan, poison: list[Case], every: int) -> Plan:
+    """Good traffic with poison case i at seq `every * (i + 1)`."""
+    at = {every * (i + 1): case for i, case in enumerate(poison)}
+
+    def plan(seq: int) -> Payload:
+        case = at.get(seq)
+        if case is None:
+            return good(seq)
+        return Payload(case.value, poison=case.poison, droppable=case.droppable)
+
+    return plan

@@ -1,0 +1,300 @@
+"""One run of a scenario: topics, workers, verifying producer, the checker's verdict."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Self
+
+from service.codecs import CodecName, get_codec
+from tests.faults.checker import RunData, check
+from tests.faults.harness import (
+    BATCH_SIZE,
+    COMMIT_INTERVAL_S,
+    SESSION_TIMEOUT_MS,
+    Env,
+    FaultWorker,
+    Outcome,
+    drop_topics,
+    new_topics,
+    wait_until,
+    write_config,
+)
+from tests.faults.observe import (
+    Monitor,
+    end_offsets,
+    now_ms,
+    read_to_end,
+    tracebacks,
+    worker_events,
+)
+from tests.faults.producer import Plan, VerifyingProducer, good_traffic
+
+
+class Run:
+    """A scenario's topics and processes; a context manager that cleans up.
+
+    Args:
+        env: where the suite runs.
+        outcome: the scenario's result, filled in as the run goes.
+        bootstrap: the broker (default: the shared one).
+        partitions: input and DLQ partitions.
+        codec: the worker's codec; the producer writes its wire format.
+        config: extra worker TOML sections, e.g. `{"worker.processing": {...}}`.
+        dlq_config: the DLQ topic's configuration.
+        worker_args: arguments every worker of the run gets.
+    """
+
+    def __init__(
+        self,
+        env: Env,
+        outcome: Outcome,
+        *,
+        bootstrap: str | None = None,
+        partitions: int = 2,
+        codec: CodecName = "msgspec-msgpack",
+        config: Mapping[str, Mapping[str, Any]] | None = None,
+        dlq_config: Mapping[str, str] | None = None,
+        worker_args: Sequence[str] = (),
+    ) -> None:
+        self.env, self.outcome = env, outcome
+        self.bootstrap = bootstrap or env.bootstrap
+        self.partitions, self.codec = partitions, codec
+        slug = re.sub(r"[^a-z0-9]+", "-", outcome.id.lower()).strip("-")
+        self.dir = env.root / f"{slug}-{uuid.uuid4().hex[:6]}"
+        self.dir.mkdir(parents=True)
+        self.topic, self.output, self.dlq = new_topics(
+            self.bootstrap, partitions, dlq_config=dlq_config
+        )
+        self.group = f"faults-{uuid.uuid4().hex[:8]}"
+        sections: dict[str, dict[str, Any]] = {
+            "worker.consumer": {"session_timeout_ms": SESSION_TIMEOUT_MS}
+        }
+        for name, values in (config or {}).items():
+            sections.setdefault(name, {}).update(values)
+        config_file = write_config(self.dir / "worker.toml", sections)
+        self.args = [
+            *("--codec", codec, "--schema", "medium", "--config", str(config_file)),
+            *("--output-topic", self.output, "--dlq-topic", self.dlq, *worker_args),
+        ]
+        self.workers: list[FaultWorker] = []
+        self.producer: VerifyingProducer | None = None
+        self.dup_bound = 0
+        self.fault_ends: list[int] = []
+        self.timeline: list[tuple[int, str]] = []
+        self.data: RunData | None = None
+        """What `finish` read back (for a scenario's own checks)."""
+        self.monitor = Monitor(
+            self.bootstrap, self.group, self.topic, partitions, on_tick=self._tick
+        ).start()
+        self._started = time.monotonic()
+
+    # -- processes -------------------------------------------------------------------
+
+    def mark(self, what: str) -> int:
+        """Note an instant of the run (kept for the report); return it in ms."""
+        at = now_ms()
+        self.timeline.append((at, what))
+        return at
+
+    def worker(
+        self,
+        *extra: str,
+        env: Mapping[str, str] | None = None,
+        prefix: Sequence[str] = (),
+        host: str | None = None,
+        bootstrap: str | None = None,
+        ready: bool = True,
+    ) -> FaultWorker:
+        """Start a worker incarnation of the run's group (and wait for partitions)."""
+        n = len(self.workers) + 1
+        worker = FaultWorker(
+            bootstrap or self.bootstrap,
+            self.topic,
+            *self.args,
+            *extra,
+            group=self.group,
+            log=self.dir / f"worker-{n}.log",
+            env=env,
+            prefix=prefix,
+            host=host,
+        )
+        self.workers.append(worker.start())
+        self.mark(f"worker {n} started")
+        if ready:
+            worker.wait_ready(60)
+        return worker
+
+    def stop(self, worker: FaultWorker, sig: int = signal.SIGTERM) -> float:
+        """Stop a worker with `sig`; return how long it took to exit.
+
+        A SIGTERM must end in exit status 0 within 60 s (the grace period of
+        RELIABILITY I6); anything else fails the scenario.
+        """
+        n = self.workers.index(worker) + 1
+        was_alive = worker.alive()
+        if not was_alive:
+            self.outcome.fail(f"worker {n} had exited with {worker.exit_code()}")
+        start = time.monotonic()
+        self.mark(f"worker {n} {signal.Signals(sig).name}")
+        code = worker.stop(sig, timeout=60)
+        took = time.monotonic() - start
+        if sig == signal.SIGTERM and code != 0 and was_alive:
+            self.outcome.fail(f"worker {n} exited {code} after SIGTERM")
+        return took
+
+    def kill(self, worker: FaultWorker) -> None:
+        """SIGKILL a worker; widen the duplicate bound by what it may redo.
+
+        X = messages finished in the last auto-commit interval plus a second of
+        batch time (measured, so a catch-up after a restart counts at its pace),
+        plus one batch in flight.
+        """
+        now = time.monotonic()
+        worker.samples.append((now, worker.processed()))
+        self.dup_bound += self.redo(worker, now - COMMIT_INTERVAL_S - 1, now)
+        self.stop(worker, signal.SIGKILL)
+
+    def redo(self, worker: FaultWorker, start: float, end: float) -> int:
+        """The most a worker may handle again after losing [start, end] of commits."""
+        return worker.processed_between(start, end) + BATCH_SIZE
+
+    def redo_faults(self, worker: FaultWorker, starts: Sequence[float]) -> int:
+        """The most a worker that stays up may redo because of faults at `starts`.
+
+        Only a rebalance rewinds it, to the last commit that got through (at most
+        one auto-commit interval before a fault): per fault, X counts what it
+        finished from then until its first assignment after the fault began
+        (overlapping windows once), plus a batch; a fault never followed by an
+        assignment adds nothing, since nothing rewinds.
+        """
+        mono_minus_wall_ms = time.monotonic() * 1000 - now_ms()
+        assigned = sorted(
+            (e.at_ms + mono_minus_wall_ms) / 1000
+            for e in worker_events(worker.log_path)
+            if e.kind == "assigned"
+        )
+        windows = []
+        for start in sorted(starts):
+            rewind = next((t for t in assigned if t >= start), None)
+            if rewind is not None:
+                windows.append([start - COMMIT_INTERVAL_S - 1, rewind])
+        merged: list[list[float]] = []
+        for window in windows:
+            if merged and window[0] <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], window[1])
+            else:
+                merged.append(window)
+        return sum(self.redo(worker, a, b) for a, b in merged)
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        for worker in list(self.workers):
+            if worker.alive():
+                try:
+                    worker.samples.append((now, worker.processed()))
+                except Exception as exc:  # a half-written scrape of a dying worker
+                    self.outcome.notes.append(f"metrics sample failed: {exc!r}")
+
+    # -- traffic ---------------------------------------------------------------------
+
+    def produce(
+        self, plan: Plan | None = None, *, rate: float, count: int
+    ) -> VerifyingProducer:
+        """Start the verifying producer (good traffic unless a plan is given)."""
+        codec = get_codec(self.codec, "medium")
+        self.producer = VerifyingProducer(
+            self.bootstrap,
+            self.topic,
+            self.partitions,
+            plan or good_traffic(self.codec),
+            content_type=codec.content_type,
+            rate=rate,
+            count=count,
+            log=self.dir / "producer.log",
+        ).start()
+        return self.producer
+
+    def wait_drained(self, timeout: float) -> bool:
+        """Wait until the group has committed every input partition's end."""
+        if self.producer is not None:
+            try:
+                self.producer.wait(timeout)
+            except TimeoutError as exc:  # judged on what was acknowledged
+                self.outcome.fail(str(exc))
+        ends = end_offsets(self.bootstrap, self.topic, self.partitions)
+        try:
+            took = wait_until(lambda: self.committed_to(ends), timeout, what="drain")
+        except TimeoutError:
+            self.outcome.fail(
+                f"not drained in {timeout:.0f} s: committed {self.monitor.latest()} "
+                f"of {ends}"
+            )
+            return False
+        self.outcome.figures.setdefault("drain_s", round(took, 1))
+        return True
+
+    def committed_to(self, ends: Mapping[int, int]) -> bool:
+        """Whether the last sample has every non-empty partition committed to `ends`."""
+        latest = self.monitor.latest()
+        return all(latest.get(p, -1) >= end for p, end in ends.items() if end > 0)
+
+    # -- the verdict -----------------------------------------------------------------
+
+    def finish(self, *, final_commit: bool = True) -> Outcome:
+        """Stop what runs (SIGTERM), read everything back, run the checker."""
+        if self.producer is not None and self.producer.running:
+            try:
+                self.producer.wait(60)
+            except TimeoutError as exc:
+                self.outcome.fail(str(exc))
+        for worker in self.workers:
+            if worker.alive():
+                self.stop(worker)
+        self.monitor.sample()
+        self.monitor.stop()
+        producer = self.producer
+        assert producer is not None, "a run without traffic has nothing to check"
+        data = RunData(
+            acked=producer.acked,
+            output=read_to_end(self.bootstrap, self.output),
+            dlq=read_to_end(self.bootstrap, self.dlq, values=True),
+            not_acked=producer.unacked,
+            poison=producer.poison,
+            events=[e for w in self.workers for e in worker_events(w.log_path)],
+            commits=self.monitor.commits,
+            end_offsets=end_offsets(self.bootstrap, self.topic, self.partitions)
+            if final_commit
+            else None,
+            dup_bound=self.dup_bound,
+            fault_ends_ms=self.fault_ends,
+        )
+        self.data = data
+        self.outcome.absorb(check(data))
+        self.outcome.figures["workers"] = len(self.workers)
+        for n, worker in enumerate(self.workers, 1):
+            for trace in tracebacks(worker.log_path):
+                self.outcome.fail(f"worker {n} printed a traceback: {trace[:600]}")
+        return self.outcome
+
+    def logs(self) -> list[Path]:
+        """Every worker incarnation's log."""
+        return [w.log_path for w in self.workers]
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        lines = [f"{at} {what}" for at, what in self.timeline]
+        (self.dir / "timeline.txt").write_text("\n".join(lines) + "\n")
+        if self.producer is not None:
+            self.producer.close()
+        for worker in self.workers:
+            worker.close()
+        self.monitor.stop()
+        drop_topics(self.bootstrap, self.topic, self.output, self.dlq)
+        self.outcome.seconds = round(time.monotonic() - self._started, 1)
