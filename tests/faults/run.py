@@ -227,12 +227,20 @@ class Run:
             except TimeoutError as exc:  # judged on what was acknowledged
                 self.outcome.fail(str(exc))
         ends = end_offsets(self.bootstrap, self.topic, self.partitions)
+
+        def drained_or_dead() -> bool:
+            # A run whose every worker has exited cannot drain: no use waiting.
+            alive = any(w.alive() for w in self.workers)
+            return self.committed_to(ends) or not alive
+
         try:
-            took = wait_until(lambda: self.committed_to(ends), timeout, what="drain")
+            took = wait_until(drained_or_dead, timeout, what="drain")
         except TimeoutError:
+            took = timeout
+        if not self.committed_to(ends):
+            why = "every worker exited" if took < timeout else f"{timeout:.0f} s"
             self.outcome.fail(
-                f"not drained in {timeout:.0f} s: committed {self.monitor.latest()} "
-                f"of {ends}"
+                f"not drained ({why}): committed {self.monitor.latest()} of {ends}"
             )
             return False
         self.outcome.figures.setdefault("drain_s", round(took, 1))
