@@ -100,6 +100,3 @@ def d11_broker_pause(env: Env) -> Outcome:
         "D11", f"Broker SIGSTOP {PAUSE_S:.0f} s (> session timeout), SIGCONT"
     )
     return _broker_fault(env, outcome, _pause, 40)
-
-
-SCENARIOS: Final = (d9_broker_sigterm, d10_broker_sigkill, d11_broker_pause)

@@ -168,12 +168,3 @@ def _judge_memory(outcome: Outcome, base: int, rss: list[int], *, bound: int) ->
         outcome.fail(f"RSS grew {growth / _MB:.0f} MiB, over {bound / _MB:.0f} MiB")
     if late > 32 * _MB:
         outcome.fail(f"RSS still grew {late / _MB:.0f} MiB in the second half")
-
-
-SCENARIOS: Final = (
-    d2_clean_bounce,
-    d3_kill_9,
-    d5_scale,
-    s1_sigterm_under_load,
-    s4_overload,
-)

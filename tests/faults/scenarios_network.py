@@ -180,6 +180,3 @@ def d13_degraded_network(env: Env) -> Outcome:
     seconds = 30 if env.fast else 75
     outcome = Outcome("D13", f"Degraded network: netem {' '.join(NETEM)}")
     return _in_namespace(env, outcome, "netem", seconds)
-
-
-SCENARIOS: Final = (d12_network_partition, d13_degraded_network)

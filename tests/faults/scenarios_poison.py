@@ -8,7 +8,7 @@ from typing import Final
 
 from loadgen.payloads import make_payloads
 from localkafka import create_topic, delete_topic
-from service.codecs import REAL_CODECS, CodecName, get_codec
+from service.codecs import CodecName, get_codec
 from service.headers import DLQ_PREFIX
 from tests.faults.harness import (
     COMMIT_INTERVAL_S,
@@ -93,9 +93,6 @@ def poison_for(codec: CodecName) -> Scenario:
 
     scenario.__name__ = f"p1_p3_{codec.replace('-', '_').replace('+', '_')}"
     return scenario
-
-
-POISON_SCENARIOS: Final = tuple(poison_for(c) for c in REAL_CODECS)
 
 
 def _supervise(run: Run, done: Callable[[], bool], timeout: float) -> list[int | None]:
@@ -219,6 +216,3 @@ def p5_retry_budget(env: Env) -> Outcome:
                 + ", ".join(problems[:3])
             )
     return outcome
-
-
-SCENARIOS: Final = (*POISON_SCENARIOS, p4_dlq_unavailable, p5_retry_budget)

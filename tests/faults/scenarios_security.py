@@ -196,6 +196,3 @@ def _label_ok(key: str, value: str, topic: str) -> bool:
         return value in _ALLOWED[key]
     pattern = _PATTERNS.get(key)
     return pattern is not None and bool(pattern.match(value))
-
-
-SCENARIOS: Final = (sec2_secret_hygiene, sec4_metrics_exposure)
