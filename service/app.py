@@ -1,11 +1,13 @@
 """Wiring and lifecycle: builds the consumer, codec, metrics and logger; runs the loop.
 
 Shutdown (SIGTERM or the first SIGINT): the loop finishes its batch, stores its
-offsets, and `close()` commits them and leaves the group; exit status 0. A second
-SIGINT exits at once. A fatal error in a batch (a dead-letter write that is never
-acknowledged, a fatal consumer error in place of a message) stops the loop without
-storing that batch; a fatal client error (`error_cb`) stops it after the current
-batch. Either way the exit status is 1, so a supervisor restarts the worker.
+offsets, and `close()` commits them and leaves the group (bounded by
+`shutdown_timeout_s`); exit status 0. A second SIGINT exits at once. Poison, a
+missing DLQ topic or a stalled broker never stop the worker: a batch whose writes
+are not confirmed is rewound, paused and retried (`service.hold`). A fatal consumer
+error in place of a message stops the loop without storing that batch; a fatal
+client error (`error_cb`) stops it after the current batch. Either way the exit
+status is 1, so a supervisor restarts the worker.
 
 Start-up, before any consumer exists: the control plane binds its port, then the
 input, dead-letter and output topics are checked (or created, `--create-topics`).
@@ -24,7 +26,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from functools import partial
 from types import FrameType
-from typing import Any, Protocol, TypeAlias
+from typing import Any, TypeAlias
 
 import structlog
 from confluent_kafka import (
@@ -32,47 +34,33 @@ from confluent_kafka import (
     KafkaError,
     KafkaException,
     Producer,
-    TopicPartition,
 )
 from prometheus_client import CollectorRegistry
 
 from service import __version__
+from service.children import run_within
 from service.codecs.protobuf_codec import protobuf_backend
 from service.config import Settings
+from service.connection import check_client_config
 from service.consumer import BatchLoop
 from service.control import ControlPlane
-from service.delivery import ConfirmedProducer
+from service.delivery import ConfirmedProducer, writer_config
 from service.errors import ConfigError, DeliveryError, FatalError
 from service.handlers import Handler
+from service.lag import LagGauges
 from service.logging import KafkaErrors, kafka_logger
 from service.metrics import Metrics
 from service.poison import PoisonHandler
 from service.shadow import Shadow, shadow_for
 from service.summary import Summary
 from service.topics import TopicAdmin, Topics, await_topics
-from service.types import KafkaConsumer, KafkaProducer
+from service.types import KafkaProducer, WorkerConsumer
 
 log = structlog.get_logger(__name__)
 
 _STALL_S = 60.0
 """/healthz fails when the loop has not come round for this long (consume() is
 bounded by the batch timeout, so a live loop comes round many times a second)."""
-
-
-class WorkerConsumer(KafkaConsumer, Protocol):
-    """The parts of `confluent_kafka.Consumer` the worker calls beyond the loop's."""
-
-    def subscribe(
-        self,
-        topics: list[str],
-        on_assign: Any = ...,
-        on_revoke: Any = ...,
-        on_lost: Any = ...,
-    ) -> None: ...
-    def get_watermark_offsets(
-        self, partition: TopicPartition, timeout: float = ..., cached: bool = ...
-    ) -> tuple[int, int]: ...
-    def close(self) -> None: ...
 
 
 ConsumerFactory: TypeAlias = Callable[[dict[str, Any]], WorkerConsumer]
@@ -117,13 +105,16 @@ class Worker:
         )
         self.assigned: set[int] = set()
         self._stop = threading.Event()
-        self._lag_children: dict[int, Any] = {}
+        self._lag = LagGauges(
+            self.metrics, settings.consumer.topic, settings.consumer.auto_offset_reset
+        )
         self._next_tick = 0.0
-        self._lag_total = 0
+        self.close_timed_out = False
         self._summary = Summary(self.metrics)
         self._processed_seen = 0
         self._waiting_for_kafka = False
         self._fatal: KafkaError | None = None
+        self._admin: Topics | None = None
         self.consumer: WorkerConsumer | None = None
         self.loop: BatchLoop | None = None
 
@@ -132,12 +123,13 @@ class Worker:
     def run(self) -> int:
         """Run until stopped; return the process exit status."""
         s = self.settings
+        self._check_client_configs()
         with ExitStack() as stack:
             control = ControlPlane(
                 self.registry,
                 s.metrics.host,
                 s.metrics.port,
-                ready=lambda: bool(self.assigned),
+                ready=self._ready,
                 healthy=self._healthy,
             )
             port = control.start()  # a port in use: ConfigError, Kafka untouched
@@ -155,8 +147,10 @@ class Worker:
                 consumer = self.consumer = self._consumer()
                 stack.callback(self._close_consumer)
                 producer = self._producer()
-                if producer is not None:
-                    stack.callback(producer.flush, s.processing.delivery_timeout_s)
+                p = s.processing
+                if producer is not None:  # bounded: a stalled broker must not hang us
+                    flush_s = min(p.delivery_timeout_s, p.shutdown_timeout_s)
+                    stack.callback(producer.flush, flush_s)
                 shadow = shadow_for(
                     s, self.codec, self.registry, self._producer_factory
                 )
@@ -208,6 +202,16 @@ class Worker:
 
     # -- construction ---------------------------------------------------------------------
 
+    def _check_client_configs(self) -> None:
+        """A value librdkafka refuses is a configuration error (exit 2), found
+        before the control plane or any client touches the network."""
+        s = self.settings
+        try:
+            check_client_config(s.consumer_config(plaintext_secrets=True), "consumer")
+            check_client_config(s.producer_config(plaintext_secrets=True), "producer")
+        except ValueError as exc:
+            raise ConfigError(f"config error: {exc}") from None
+
     def _check_topics(self) -> bool:
         """Check (or create) the topics, waiting for Kafka as long as it takes.
 
@@ -220,7 +224,7 @@ class Worker:
         """
         s = self.settings
         conf = s.admin_config(plaintext_secrets=True)
-        admin = self._admin_factory({**conf, "logger": kafka_logger()})
+        admin = self._admin = self._admin_factory({**conf, "logger": kafka_logger()})
         self._waiting_for_kafka = True
         try:
             return await_topics(
@@ -247,16 +251,15 @@ class Worker:
             raise ConfigError(f"config error: kafka: {exc.args[0].str()}") from None
 
     def _producer(self) -> KafkaProducer | None:
-        p = self.settings.processing
-        if p.on_decode_error != "dead_letter" and p.output_topic is None:
+        s = self.settings
+        if (
+            s.processing.on_decode_error != "dead_letter"
+            and not s.processing.output_topic
+        ):
             return None
-        conf = self.settings.producer_config(plaintext_secrets=True)
+        conf = writer_config(s, self._admin)
         conf["error_cb"] = partial(self._on_client_error, source="producer:")
         conf["logger"] = kafka_logger()
-        conf["message.timeout.ms"] = int(p.delivery_timeout_s * 1000)
-        conf["message.max.bytes"] = max(
-            1_000_000, self.settings.codec.max_payload_bytes + 65_536
-        )
         return self._producer_factory(conf)
 
     def _build_loop(
@@ -296,17 +299,18 @@ class Worker:
             batch_timeout_s=p.batch_timeout_ms / 1000.0,
             latency_sample_every=s.metrics.latency_sample_every,
             shadow=shadow,
+            max_attempts=p.max_attempts,
+            retry_backoff_ms=p.retry_backoff_ms,
         )
 
     # -- callbacks (run inside consume(), on the loop's thread) --------------------------
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
-        topic = self.settings.consumer.topic
-        for tp in partitions:
-            self.assigned.add(tp.partition)
-            self._lag_children[tp.partition] = self.metrics.consumer_lag.labels(
-                topic, str(tp.partition)
-            )
+        self.assigned.update(tp.partition for tp in partitions)
+        self._lag.assign([tp.partition for tp in partitions])
+        if self.loop is not None:
+            self.loop.assign(partitions)
+        self._next_tick = 0.0  # the new partitions' lag now, not in a second
         self.metrics.assigned_partitions.set(len(self.assigned))
         self.errors.reachable()  # the group coordinator answered
         log.info("partitions_assigned", partitions=sorted(self.assigned))
@@ -322,11 +326,11 @@ class Worker:
         log.warning("partitions_lost", partitions=[tp.partition for tp in partitions])
 
     def _forget(self, partitions: list[Any]) -> None:
-        topic = self.settings.consumer.topic
-        for tp in partitions:
-            self.assigned.discard(tp.partition)
-            if self._lag_children.pop(tp.partition, None) is not None:
-                self.metrics.consumer_lag.remove(topic, str(tp.partition))
+        numbers = [tp.partition for tp in partitions]
+        self.assigned.difference_update(numbers)
+        self._lag.forget(numbers)
+        if self.loop is not None:
+            self.loop.revoke(numbers)
         self.metrics.assigned_partitions.set(len(self.assigned))
 
     def _on_commit(self, err: KafkaError | None, partitions: list[Any]) -> None:
@@ -357,31 +361,13 @@ class Worker:
         if now < self._next_tick:
             return
         self._next_tick = now + 1.0
-        self._update_lag()
+        self._lag.update(self.consumer)
         assert self.loop is not None  # noqa: S101 (built before the loop runs)
         if self.loop.processed != self._processed_seen:
             self._processed_seen = self.loop.processed
             self.errors.reachable()  # messages arrived: a broker answers again
         if self._summary.due(now, self.settings.metrics.summary_interval_s):
-            self._summary.log(self.loop.processed, lag=self._lag_total)
-
-    def _update_lag(self) -> None:
-        """Set each partition's lag gauge; keep their sum for the summary line."""
-        total = 0
-        consumer = self.consumer
-        if self._lag_children and consumer is not None:
-            topic = self.settings.consumer.topic
-            tps = [TopicPartition(topic, p) for p in self._lag_children]
-            for tp in consumer.position(tps):
-                child = self._lag_children.get(tp.partition)
-                if child is None or tp.offset < 0:
-                    continue
-                _low, high = consumer.get_watermark_offsets(tp, cached=True)
-                if high >= 0:
-                    lag = max(0, high - tp.offset)
-                    child.set(lag)
-                    total += lag
-        self._lag_total = total
+            self._summary.log(self.loop.processed, lag=self._lag.total)
 
     def _healthy(self) -> bool:
         if self._waiting_for_kafka:  # alive and retrying: a restart would not help
@@ -389,7 +375,24 @@ class Worker:
         loop = self.loop
         return loop is not None and time.monotonic() - loop.heartbeat < _STALL_S
 
+    def _ready(self) -> str | None:
+        if not self.assigned:
+            return "no partitions assigned"
+        return None if self.loop is None else self.loop.hold.reason
+
     def _close_consumer(self) -> None:
-        if self.consumer is not None:
-            self.consumer.close()  # commits the stored offsets and leaves the group
+        """Commit the stored offsets and leave the group, within the shutdown timeout.
+
+        `close()` waits for the group coordinator; with the broker stalled it would
+        wait until it returns. Past the timeout the worker exits without it: the
+        group notices after its session timeout, and uncommitted offsets are
+        processed again (at-least-once)."""
+        consumer = self.consumer
+        if consumer is None:
+            return
+        timeout = self.settings.processing.shutdown_timeout_s
+        if not run_within(consumer.close, timeout, "close"):
+            self.close_timed_out = True
+            log.error("consumer_close_timed_out", timeout_s=timeout)
+        else:
             log.info("consumer_closed")

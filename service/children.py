@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -61,3 +62,12 @@ def pid_alive(pid: int) -> bool:
         except PermissionError:
             return True
         return True
+
+
+def run_within(fn: Callable[[], object], timeout_s: float, name: str) -> bool:
+    """Run `fn` on a daemon thread; False if it had not returned after `timeout_s`
+    (it is left running: a daemon thread does not keep the process alive)."""
+    thread = threading.Thread(target=fn, name=name, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return not thread.is_alive()

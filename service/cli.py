@@ -38,6 +38,17 @@ _FLAGS: Final = (
         ("consumer", "auto_offset_reset"),
         "earliest|latest|error",
     ),
+    Flag(
+        "--session-timeout-ms",
+        ("consumer", "session_timeout_ms"),
+        "a silent member's partitions move after this long",
+        int,
+    ),
+    Flag(
+        "--group-instance-id",
+        ("consumer", "group_instance_id"),
+        "static membership: a restart keeps the partitions (no rebalance)",
+    ),
     Flag("--codec", ("codec", "name"), "codec key (see --list-codecs)"),
     Flag("--schema", ("codec", "schema"), SPEC_HELP),
     Flag("--auto-json", ("codec", "auto_json"), "JSON codec of the auto codec"),
@@ -72,7 +83,25 @@ _FLAGS: Final = (
         "longest wait for a batch: the latency/CPU knob",
         float,
     ),
-    Flag("--logic", ("processing", "logic"), "business logic: aggregate|noop"),
+    Flag("--logic", ("processing", "logic"), "business logic: aggregate|noop|flaky"),
+    Flag(
+        "--max-attempts",
+        ("processing", "max_attempts"),
+        "attempts of the logic per message before the DLQ",
+        int,
+    ),
+    Flag(
+        "--retry-backoff-ms",
+        ("processing", "retry_backoff_ms"),
+        "pause before a logic retry, doubled each attempt",
+        float,
+    ),
+    Flag(
+        "--delivery-timeout-s",
+        ("processing", "delivery_timeout_s"),
+        "dead letter/output acknowledgement timeout; then pause and retry",
+        float,
+    ),
     Flag(
         "--work-us", ("processing", "work_us"), "extra busy CPU per message, us", float
     ),

@@ -40,6 +40,12 @@ class ConsumerSettings(_Section):
     client_id: str = "codec-worker"
     auto_offset_reset: Literal["earliest", "latest", "error"] = "earliest"
     session_timeout_ms: Annotated[int, Field(ge=1000)] = 45_000
+    """How long the group waits for a silent member (a kill -9) before its
+    partitions move to the others; lower means faster recovery, more false alarms."""
+    group_instance_id: str | None = None
+    """Static membership (KIP-345): a restarted worker with the same id gets its
+    partitions back without a rebalance, within the session timeout. Each of
+    `processes` children appends `-<index>`."""
     max_poll_interval_ms: Annotated[int, Field(ge=1000)] = 300_000
     fetch_max_bytes: Annotated[int, Field(ge=1024)] = 52_428_800
     queued_max_messages_kbytes: Annotated[int, Field(ge=1)] = 65_536
@@ -91,12 +97,22 @@ class ProcessingSettings(_Section):
 
     batch_size: Annotated[int, Field(ge=1, le=100_000)] = 500
     batch_timeout_ms: Annotated[float, Field(gt=0, le=60_000)] = 5.0
-    logic: Literal["noop", "aggregate"] = "aggregate"
+    logic: Literal["noop", "aggregate", "flaky"] = "aggregate"
+    """`flaky` is `aggregate` whose every 20th message fails its first attempt (a
+    transient error, for the fault suite's retry-budget scenario)."""
     work_us: Annotated[float, Field(ge=0, le=1_000_000)] = 0.0
     output_topic: str | None = None
     dlq_topic: str | None = None
     on_decode_error: Literal["dead_letter", "fail"] = "dead_letter"
     delivery_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    """How long a dead letter or output write may take to be acknowledged; past it
+    the batch's partitions are rewound and paused, and retried with back-off."""
+    max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
+    """Attempts of the logic per message before it is dead-lettered (1: no retry)."""
+    retry_backoff_ms: Annotated[float, Field(ge=0, le=60_000)] = 50.0
+    """Pause before a logic retry, doubled each attempt (in place: order is kept)."""
+    shutdown_timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0
+    """Longest wait for `close()` (commit, leave the group) at shutdown."""
     processes: Annotated[int, Field(ge=1, le=256)] = 1
     index: Annotated[int, Field(ge=0, le=65_535)] = 0
     """This worker's index among `processes` (the supervisor gives each child its
@@ -158,7 +174,15 @@ class Settings(BaseModel):
     def consumer_config(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:
         """The consumer's librdkafka settings (at-least-once, bounded memory)."""
         c = self.consumer
+        static = {}
+        if c.group_instance_id:
+            index = self.processing.index
+            instance = (
+                f"{c.group_instance_id}-{index}" if index else c.group_instance_id
+            )
+            static["group.instance.id"] = instance
         return {
+            **static,
             **self.kafka.librdkafka(plaintext_secrets=plaintext_secrets),
             "client.id": c.client_id,
             "group.id": c.group_id,

@@ -70,6 +70,41 @@ def refuse_keys(extra: Mapping[str, Any], denied: Mapping[str, str]) -> None:
             raise ValueError(f"librdkafka setting {key!r} is refused: {denied[key]}")
 
 
+def check_client_config(
+    conf: Mapping[str, Any], kind: Literal["consumer", "producer"]
+) -> None:
+    """Let librdkafka validate `conf` without a broker; raise ValueError on a bad value.
+
+    The client is built without `bootstrap.servers`, so nothing connects: a value
+    librdkafka refuses (`-X session.timeout.ms=x`) is reported as a configuration
+    error before Kafka is touched, not as a traceback from the first client.
+    """
+    import logging
+
+    from confluent_kafka import Consumer, KafkaException, Producer
+
+    quiet = logging.getLogger("service.connection.check")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
+    probe = {k: v for k, v in conf.items() if k not in _PROBE_SKIPS}
+    probe["logger"] = quiet
+    try:
+        client: Any = Consumer(probe) if kind == "consumer" else Producer(probe)
+    except KafkaException as exc:
+        text = exc.args[0].str()
+        named = re.search(r'"([a-z0-9._]+)"', text)
+        if named and named[1] in conf and not is_secret_key(named[1]):
+            text += f": {conf[named[1]]!r}"
+        raise ValueError(f"kafka: {text} (check -X and [kafka] extra)") from None
+    if kind == "consumer":
+        client.close()
+
+
+_PROBE_SKIPS: Final = frozenset(
+    {"bootstrap.servers", "error_cb", "on_commit", "logger"}
+)
+
+
 class KafkaConnection(BaseModel):
     """How every tool reaches the cluster (TOML `[kafka]`, environment `KAFKA_*`).
 

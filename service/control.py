@@ -52,7 +52,8 @@ class ControlPlane:
         registry: the metrics registry to expose.
         host: bind address (127.0.0.1 unless configured: metrics are not public).
         port: TCP port; 0 picks a free one (see `port` after `start`).
-        ready: True when the worker has partitions assigned.
+        ready: None when the worker is ready (partitions assigned, writes
+            confirmed), else why not: the 503 body of `/readyz`.
         healthy: True while the consume loop is making progress.
     """
 
@@ -62,7 +63,7 @@ class ControlPlane:
         host: str,
         port: int,
         *,
-        ready: Callable[[], bool],
+        ready: Callable[[], str | None],
         healthy: Callable[[], bool],
     ) -> None:
         self._registry = registry
@@ -111,13 +112,13 @@ class ControlPlane:
                     body, status = generate_latest(plane._registry), 200
                     kind = CONTENT_TYPE_LATEST
                 elif path in ("/healthz", "/readyz"):
-                    ok = plane._healthy() if path == "/healthz" else plane._ready()
-                    status, kind = (200 if ok else 503), "text/plain; charset=utf-8"
-                    text = {
-                        "/healthz": ("ok", "stalled"),
-                        "/readyz": ("ready", "no partitions assigned"),
-                    }[path]
-                    body = (text[0] if ok else text[1]).encode() + b"\n"
+                    if path == "/healthz":
+                        why = None if plane._healthy() else "stalled"
+                    else:
+                        why = plane._ready()
+                    status, kind = (503 if why else 200), "text/plain; charset=utf-8"
+                    ok_text = "ok" if path == "/healthz" else "ready"
+                    body = (why or ok_text).encode() + b"\n"
                 else:
                     body, status, kind = (
                         b"not found\n",

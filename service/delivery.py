@@ -3,21 +3,24 @@
 The worker stores a source offset only after everything the batch produced (its
 dead letters and its output records) is acknowledged by the broker, the order Kafka
 Connect (`awaitFutures`) and Spring (`failIfSendResultIsError`) use. A write that is
-still not acknowledged after `timeout_s` raises `DeliveryError`: the worker then
-stops without storing the batch's offsets, so a restart processes it again and
-nothing is lost.
+still not acknowledged after `timeout_s`, or refused, raises `DeliveryError`: the
+loop then stores none of the batch's offsets, rewinds and pauses its partitions and
+retries later (`service.hold`), so nothing is lost and nothing stops.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import time
 from typing import Any, Final
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
+from service.config import Settings
 from service.errors import CodecError, DeliveryError
+from service.topics import Topics
 from service.types import Headers, KafkaMessage, KafkaProducer
 
 DLQ_PREFIX: Final = "x-dlq-"
@@ -32,6 +35,34 @@ _NO_TOPIC: Final = frozenset(
 WORKER_ID: Final = f"{socket.gethostname()}-{os.getpid()}"
 
 
+_OWN_KEYS: Final = frozenset({"droppable", "dropped"})
+"""Keys of a queued record that are this class's bookkeeping, not the client's."""
+_BATCH_SIZE: Final = 1_000_000
+"""librdkafka's default `batch.size`."""
+
+
+def writer_config(settings: Settings, admin: Topics | None) -> dict[str, Any]:
+    """The dead-letter and output producer's librdkafka settings.
+
+    What the consumer can receive, the producer can send (`message.max.bytes`
+    follows `fetch_max_bytes`). The broker refuses a whole record batch over the
+    topic's `max.message.bytes`, small records and all, so `batch.size` stays below
+    the smallest limit of the written topics; then only a record too large alone
+    is refused, and a dead letter is written again without its value.
+    """
+    p = settings.processing
+    conf = settings.producer_config(plaintext_secrets=True)
+    conf["message.timeout.ms"] = int(p.delivery_timeout_s * 1000)
+    fetch_max = settings.consumer.fetch_max_bytes
+    conf["message.max.bytes"] = min(1_000_000_000, fetch_max + 65_536)
+    topics = [p.dlq_topic_for(settings.consumer.topic), p.output_topic]
+    limits = [admin.max_message_bytes(t) for t in topics if t] if admin else []
+    known = [n for n in limits if n is not None]
+    if known and min(known) - 1024 < _BATCH_SIZE:
+        conf["batch.size"] = max(1024, min(known) - 1024)
+    return conf
+
+
 def dead_letter_headers(
     msg: KafkaMessage,
     error: Exception,
@@ -39,8 +70,12 @@ def dead_letter_headers(
     codec: str,
     group: str,
     stage: str,
+    attempts: int = 1,
 ) -> Headers:
-    """The original headers plus `x-dlq-*` error context (never payload values)."""
+    """The original headers plus `x-dlq-*` error context (never payload values).
+
+    A logic error's letter also says how many attempts the logic made
+    (`x-dlq-attempts`, the retry budget)."""
     if isinstance(error, CodecError):
         reason, exc_type, text = error.reason, error.cause_type, str(error)
     else:  # a LogicError, whose text never quotes input (see consumer.py)
@@ -62,11 +97,17 @@ def dead_letter_headers(
         (DLQ_PREFIX + "group", group.encode()),
         (DLQ_PREFIX + "worker", WORKER_ID.encode()),
     ]
+    if stage == "process":
+        headers.append((DLQ_PREFIX + "attempts", str(attempts).encode()))
     return headers
 
 
 class ConfirmedProducer:
     """A producer whose writes are confirmed together, once per batch.
+
+    A dead letter too large for the producer or the topic is written again without
+    its value (`droppable` writes only): its headers keep the original's size and
+    sha256, so oversize poison never stops the group and still leaves a trace.
 
     Args:
         producer: an idempotent confluent-kafka producer.
@@ -78,68 +119,115 @@ class ConfirmedProducer:
     def __init__(self, producer: KafkaProducer, timeout_s: float) -> None:
         self._producer = producer
         self._timeout_s = timeout_s
-        self._pending = 0
+        self._pending: dict[str, int] = {}
         self._failed: list[tuple[Any, dict[str, Any]]] = []
+        self._epoch = 0
+        self.values_dropped = 0
+        """Dead letters acknowledged without their value so far (see the class)."""
 
     @property
     def pending(self) -> int:
         """Writes produced and not yet acknowledged or failed."""
-        return self._pending
+        return sum(self._pending.values())
 
-    def produce(self, topic: str, **record: Any) -> None:
-        """Queue one record; its delivery is checked by the next `confirm`."""
+    def produce(self, topic: str, *, droppable: bool = False, **record: Any) -> None:
+        """Queue one record; its delivery is checked by the next `confirm`.
+
+        Raises:
+            DeliveryError: the client refused the record (not retried here).
+        """
         record["topic"] = topic
+        record["droppable"] = droppable
+        epoch = self._epoch
 
         def on_delivery(err: Any, _msg: Any) -> None:
-            self._pending -= 1
+            if epoch != self._epoch:  # abandoned: its batch is processed again
+                return
+            self._pending[topic] -= 1
             if err is not None:
                 self._failed.append((err, record))
+            elif record.get("dropped"):
+                self.values_dropped += 1
 
         while True:
             try:
-                self._producer.produce(on_delivery=on_delivery, **record)
+                self._producer.produce(
+                    on_delivery=on_delivery,
+                    **{k: v for k, v in record.items() if k not in _OWN_KEYS},
+                )
                 break
             except BufferError:  # local queue full: serve delivery reports, retry
                 self._producer.poll(0.05)
-        self._pending += 1
+            except KafkaException as exc:  # refused before queueing (size, config)
+                err = exc.args[0]
+                if self._dropped_value(err, record):
+                    continue
+                raise DeliveryError(_refused(topic, err)) from None
+        self._pending[topic] = self._pending.get(topic, 0) + 1
 
     def confirm(self) -> int:
         """Wait until every queued write is acknowledged; return how many were.
 
-        A record too large for the topic is written again without its value (its
-        headers say so), so an oversize poison message still leaves a trace.
-
         Raises:
-            DeliveryError: a write failed or timed out; nothing may be stored.
+            DeliveryError: a write failed or timed out; nothing may be stored. Call
+                `abandon` before producing again.
         """
-        confirmed = self._pending
+        confirmed = self.pending
         deadline = time.monotonic() + self._timeout_s + _GRACE_S
-        while self._pending or self._failed:
+        while self.pending or self._failed:
             self._producer.flush(max(0.0, deadline - time.monotonic()))
             if self._failed:
                 self._retry_or_raise()
-            elif self._pending and time.monotonic() >= deadline:
+            elif self.pending and time.monotonic() >= deadline:
+                late = ", ".join(
+                    f"{n} to {topic!r}" for topic, n in self._pending.items() if n
+                )
                 raise DeliveryError(
-                    f"{self._pending} write(s) not acknowledged in {self._timeout_s}s"
+                    f"write(s) not acknowledged in {self._timeout_s}s: {late}"
                 )
         return confirmed
+
+    def abandon(self) -> None:
+        """Forget every unconfirmed write (their batch is processed again later).
+
+        Their delivery reports, if any still come, are ignored; a write that did
+        land is written again by the retry (at-least-once).
+        """
+        self._epoch += 1
+        self._pending = {}
+        self._failed = []
+
+    def _dropped_value(self, err: Any, record: dict[str, Any]) -> bool:
+        """Strip a too-large dead letter's value in place; True if it was."""
+        value = record.get("value")
+        if err.code() != KafkaError.MSG_SIZE_TOO_LARGE or not value:
+            return False
+        if not record["droppable"]:
+            return False
+        record["headers"] = [
+            *record.get("headers", ()),
+            (DLQ_PREFIX + "value-dropped-bytes", str(len(value)).encode()),
+            (DLQ_PREFIX + "value-sha256", hashlib.sha256(value).hexdigest().encode()),
+            (DLQ_PREFIX + "value-dropped-reason", err.name().encode()),
+        ]
+        record["value"] = None
+        record["dropped"] = True
+        return True
 
     def _retry_or_raise(self) -> None:
         failed, self._failed = self._failed, []
         for err, record in failed:
-            if err.code() == KafkaError.MSG_SIZE_TOO_LARGE and record.get("value"):
-                size = str(len(record["value"])).encode()
-                record["headers"] = [
-                    *record.get("headers", ()),
-                    (DLQ_PREFIX + "value-dropped-bytes", size),
-                ]
-                record["value"] = None
+            if self._dropped_value(err, record):
                 topic = record.pop("topic")
                 self.produce(topic, **record)
                 continue
-            hint = ""
-            if err.code() in _NO_TOPIC:  # deleted since the start-up check
-                hint = " (no such topic: create it, or restart with --create-topics)"
-            raise DeliveryError(
-                f"write to {record['topic']!r} failed: {err.name()}: {err.str()}" + hint
-            )
+            raise DeliveryError(_refused(record["topic"], err))
+
+
+def _refused(topic: str, err: Any) -> str:
+    hint = ""
+    if err.code() in _NO_TOPIC:  # deleted since the start-up check
+        hint = " (no such topic: create it; the worker retries until it exists)"
+    elif err.code() == KafkaError._MSG_TIMED_OUT:
+        hint = " (is the topic there, and its leader up? the worker retries)"
+    return f"write to {topic!r} failed: {err.name()}: {err.str()}" + hint

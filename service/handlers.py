@@ -93,13 +93,13 @@ class Handler:
     def __init__(
         self,
         schema: SchemaName | Schema | UserSchema,
-        logic: Literal["noop", "aggregate"],
+        logic: Literal["noop", "aggregate", "flaky"],
         work_us: float = 0.0,
     ) -> None:
         self.totals: dict[int, float] = {}
         totals = self.totals
         logic_step: _Logic | None = None
-        if logic == "aggregate":
+        if logic != "noop":
             if isinstance(schema, UserSchema):
                 logic_step = _user_logic(schema)
             else:
@@ -114,6 +114,32 @@ class Handler:
             self.step = partial(logic_step, totals=totals)
         elif work_ns:
             self.step = _with_work(logic_step, totals, work_ns)
+        if logic == "flaky" and self.step is not None:
+            self.step = _Flaky(self.step)
+
+
+FLAKY_EVERY: Final = 20
+
+
+class _Flaky:
+    """The `flaky` logic: `aggregate`, but every 20th message fails its first
+    attempt and passes the next (a transient error, for the retry budget's fault
+    test); a message `aggregate` rejects is still rejected on every attempt."""
+
+    def __init__(self, step: Callable[[Any], None]) -> None:
+        self._step = step
+        self._seen = 0
+        self._failed: Any = None
+
+    def __call__(self, obj: Any) -> None:
+        if obj is self._failed:  # the retry of the message that just failed
+            self._failed = None
+        else:
+            self._seen += 1
+            if self._seen % FLAKY_EVERY == 0:
+                self._failed = obj
+                raise LogicError("flaky logic: a transient failure (first attempt)")
+        self._step(obj)
 
 
 def _with_work(

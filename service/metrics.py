@@ -101,6 +101,28 @@ class Metrics:
             "Partitions currently assigned to this worker.",
             registry=registry,
         )
+        self.values_dropped = Counter(
+            "worker_dead_letter_values_dropped",
+            "Dead letters written without their value: too large for the DLQ "
+            "producer or topic (x-dlq-value-sha256 identifies it).",
+            registry=registry,
+        )
+        self.logic_retries = Counter(
+            "worker_logic_retries",
+            "Logic attempts after a message's first (the retry budget).",
+            registry=registry,
+        )
+        self.delivery_failures = Counter(
+            "worker_delivery_failures",
+            "Batches whose dead letters or output were not acknowledged: their "
+            "partitions were rewound and paused, and retried.",
+            registry=registry,
+        )
+        self.degraded = Gauge(
+            "worker_degraded",
+            "1 while partitions are paused for a failed write (see /readyz).",
+            registry=registry,
+        )
         info = Gauge(
             "worker_info",
             "Constant 1, labelled with the worker's codec, schema and version.",

@@ -36,6 +36,7 @@ class Poison:
     message: KafkaMessage
     error: Exception
     stage: str
+    attempts: int = 1
 
     @property
     def reason(self) -> str:
@@ -62,13 +63,14 @@ class Poison:
         return cls(m, as_decode_error(codec, exc), "decode")
 
     @classmethod
-    def rejected(cls, m: KafkaMessage, exc: Exception) -> Poison:
-        """A message the logic rejected; a foreign exception's text is not kept."""
+    def rejected(cls, m: KafkaMessage, exc: Exception, attempts: int = 1) -> Poison:
+        """A message the logic rejected `attempts` times; a foreign exception's
+        text is not kept."""
         if isinstance(exc, LogicError):
-            return cls(m, exc, "process")
+            return cls(m, exc, "process", attempts)
         error = LogicError(type(exc).__name__)
         error.__cause__ = exc
-        return cls(m, error, "process")
+        return cls(m, error, "process", attempts)
 
 
 class PoisonHandler:
@@ -98,6 +100,7 @@ class PoisonHandler:
         self._pending: list[Poison] = []
         self._logged: dict[str, float] = {}
         self._suppressed: dict[str, int] = {}
+        self._dropped_seen = 0
 
     def reject(self, poison: Sequence[Poison]) -> None:
         """Queue a dead letter for each message (or stop at the first one).
@@ -115,10 +118,16 @@ class PoisonHandler:
         for p in poison:
             m = p.message
             headers = dead_letter_headers(
-                m, p.error, codec=self._codec, group=self._group, stage=p.stage
+                m,
+                p.error,
+                codec=self._codec,
+                group=self._group,
+                stage=p.stage,
+                attempts=p.attempts,
             )
             producer.produce(
                 topic,
+                droppable=True,
                 key=m.key(),
                 value=m.value(),
                 headers=headers,
@@ -139,6 +148,13 @@ class PoisonHandler:
         if producer.pending:
             producer.confirm()
         done, self._pending = self._pending, []
+        dropped, self._dropped_seen = (
+            producer.values_dropped - self._dropped_seen,
+            producer.values_dropped,
+        )
+        if dropped:
+            self._m.values_dropped.inc(dropped)
+            self._log_dropped(dropped)
         counts: dict[str, int] = {}
         for p in done:
             counts[p.reason] = counts.get(p.reason, 0) + 1
@@ -146,14 +162,37 @@ class PoisonHandler:
             self._m.dead_letters(reason).inc(n)
         self._log(done)
 
-    def _log(self, done: Sequence[Poison]) -> None:
+    def abandon(self) -> None:
+        """Forget the queued dead letters: their batch is processed again later."""
+        self._pending = []
+        if self._dead_letters is not None:
+            self._dead_letters[0].abandon()
+
+    def _log_dropped(self, n: int) -> None:
+        if not self._due("value_dropped"):
+            return
+        log.warning(
+            "dead_letter_value_dropped",
+            count=n,
+            others_since_last=self._suppressed.pop("value_dropped", 0),
+            why="too large for the dead-letter producer or topic; the letter keeps "
+            "x-dlq-value-dropped-bytes and x-dlq-value-sha256",
+        )
+
+    def _due(self, key: str) -> bool:
+        """Rate limit: True at most once per `LOG_EVERY_S` per key."""
         now = self._clock()
+        if now - self._logged.get(key, -LOG_EVERY_S) < LOG_EVERY_S:
+            self._suppressed[key] = self._suppressed.get(key, 0) + 1
+            return False
+        self._logged[key] = now
+        return True
+
+    def _log(self, done: Sequence[Poison]) -> None:
         for p in done:
             reason = p.reason
-            if now - self._logged.get(reason, -LOG_EVERY_S) < LOG_EVERY_S:
-                self._suppressed[reason] = self._suppressed.get(reason, 0) + 1
+            if not self._due(reason):
                 continue
-            self._logged[reason] = now
             m = p.message
             log.warning(
                 "dead_lettered",
@@ -162,6 +201,7 @@ class PoisonHandler:
                 offset=m.offset(),
                 reason=reason,
                 stage=p.stage,
+                attempts=p.attempts,
                 error=str(p.error)[:200],
                 others_since_last=self._suppressed.pop(reason, 0),
             )

@@ -18,7 +18,11 @@ from typing import Any, Final, Protocol
 
 import structlog
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, not in __all__
+    AdminClient,
+    ConfigResource,
+    ResourceType,
+)
 from confluent_kafka.cimpl import NewTopic
 
 from service.errors import ConfigError
@@ -93,6 +97,19 @@ class TopicAdmin:
         """
         self._admin.poll(0)
         return self.last_error or kafka_error_text(exc)
+
+    def max_message_bytes(
+        self, name: str, timeout: float = _METADATA_TIMEOUT_S
+    ) -> int | None:
+        """The topic's `max.message.bytes` (the largest record batch it takes), or
+        None if it cannot be read (no such topic, not authorized, no broker)."""
+        resource = ConfigResource(ResourceType.TOPIC, name)
+        try:
+            future = self._admin.describe_configs([resource])[resource]
+            entry = future.result(timeout=timeout).get("max.message.bytes")
+        except (KafkaException, TimeoutError, ValueError):
+            return None
+        return None if entry is None or entry.value is None else int(entry.value)
 
     def partitions(self, name: str, timeout: float = _METADATA_TIMEOUT_S) -> int | None:
         """The topic's partition count, or None if there is no such topic.
@@ -245,6 +262,7 @@ class Topics(Protocol):
         replication_factor: int = ...,
         timeout: float = ...,
     ) -> bool: ...
+    def max_message_bytes(self, name: str, timeout: float = ...) -> int | None: ...
 
 
 def ensure_topics(

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import OFFSET_INVALID, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, TopicPartition
 
 
 @dataclass
@@ -81,6 +81,9 @@ class FakeConsumer:
     subscribed: list[str] = field(default_factory=list)
     rebalance: dict[str, Any] = field(default_factory=dict)
     closed: bool = False
+    committed_offsets: dict[int, int] = field(default_factory=dict)
+    paused: set[int] = field(default_factory=set)
+    seeks: list[tuple[int, int]] = field(default_factory=list)
 
     def __call__(self, config: dict[str, Any]) -> FakeConsumer:
         self.config = config
@@ -144,6 +147,30 @@ class FakeConsumer:
             partition.partition, (OFFSET_INVALID, OFFSET_INVALID)
         )
 
+    def committed(
+        self, partitions: list[TopicPartition], timeout: float = -1
+    ) -> list[TopicPartition]:
+        return [
+            TopicPartition(
+                tp.topic,
+                tp.partition,
+                self.committed_offsets.get(tp.partition, OFFSET_INVALID),
+            )
+            for tp in partitions
+        ]
+
+    def pause(self, partitions: list[TopicPartition]) -> None:
+        self.paused.update(tp.partition for tp in partitions)
+        self._event("pause")
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        self.paused.difference_update(tp.partition for tp in partitions)
+        self._event("resume")
+
+    def seek(self, partition: TopicPartition) -> None:
+        self.seeks.append((partition.partition, partition.offset))
+        self.positions[partition.partition] = partition.offset
+
     def close(self) -> None:
         self.closed = True
         self._event("close")
@@ -157,6 +184,9 @@ class FakeProducer:
     """
 
     fail_with: Callable[[dict[str, Any]], KafkaError | None] = lambda record: None
+    refuse_with: Callable[[dict[str, Any]], KafkaError | None] = lambda record: None
+    """An error `produce()` raises at once (as librdkafka does for a record over
+    `message.max.bytes`), before queueing."""
     produced: list[dict[str, Any]] = field(default_factory=list)
     acked: list[dict[str, Any]] = field(default_factory=list)
     events: list[str] | None = None
@@ -185,6 +215,9 @@ class FakeProducer:
             "headers": headers,
             "timestamp": timestamp,
         }
+        refused = self.refuse_with(record)
+        if refused is not None:
+            raise KafkaException(refused)
         self.produced.append(record)
         self._queue.append((record, on_delivery))
 

@@ -74,6 +74,7 @@ class FakeAdmin:
     created: list[tuple[str, int]] = field(default_factory=list)
     config: dict[str, Any] | None = None
     bootstrap: str = "fake:9092"
+    limits: dict[str, int] = field(default_factory=dict)
 
     def __call__(self, config: dict[str, Any]) -> FakeAdmin:
         self.config = config
@@ -89,6 +90,9 @@ class FakeAdmin:
             self.down -= 1
             raise KafkaException(KafkaError(KafkaError._TRANSPORT))
         return self.topics.get(name)
+
+    def max_message_bytes(self, name: str, timeout: float = 5.0) -> int | None:
+        return self.limits.get(name)
 
     def create(self, name: str, partitions: int, **_options: Any) -> bool:
         self.created.append((name, partitions))
@@ -281,8 +285,19 @@ class TestLag:
         rig.consumer.watermarks = {0: (0, 25), 1: (0, 40), 2: (0, 99)}  # 3: unknown
         # A previous tick's value stays while the watermark is unknown.
         rig.worker.metrics.consumer_lag.labels(TOPIC, "3").set(7)
-        rig.worker._update_lag()
-        assert [rig.lag(p) for p in range(4)] == [15, 0, 0, 7]
+        rig.worker._lag.update(rig.consumer)
+        # 2 has a backlog before its first fetch: from its low watermark (no commit).
+        assert [rig.lag(p) for p in range(4)] == [15, 0, 99, 7]
+
+    def test_before_the_first_fetch_lag_starts_at_the_committed_offset(self) -> None:
+        rig = Rig()
+        rig.assign(0, 1)
+        rig.consumer.positions = {}  # neither fetched yet
+        rig.consumer.watermarks = {0: (5, 1000), 1: (0, 50)}
+        rig.consumer.committed_offsets = {0: 400}
+        rig.worker._lag.update(rig.consumer)
+        assert [rig.lag(p) for p in range(2)] == [600, 50]
+        assert rig.worker._lag.total == 650
 
 
 class TestHealth:
@@ -373,6 +388,7 @@ class TestRun:
 
     def test_fatal_client_error_exits_1(self) -> None:
         rig = Rig()
+        rig.consumer.to_assign = [0]
         rig.consumer.batches = [[msg(0)], [msg(1)]]
 
         def fatal() -> None:
@@ -416,6 +432,23 @@ class TestRun:
         # The producer's client errors are counted apart from the consumer's.
         conf["error_cb"](KafkaError(KafkaError._TRANSPORT))
         assert rig.consumer_errors() == {"producer:_TRANSPORT": 1}
+
+    @pytest.mark.parametrize(
+        ("limit", "batch_size"), [(None, None), (1_048_588, None), (300_000, 298_976)]
+    )
+    def test_batches_stay_below_the_dlq_topics_limit(
+        self, limit: int | None, batch_size: int | None
+    ) -> None:
+        admin = FakeAdmin()
+        if limit is not None:
+            admin.limits[DLQ] = limit
+        rig = Rig(admin)
+        rig.consumer.on_drained = rig.worker.stop
+        assert rig.worker.run() == 0
+        conf = rig.producer.config
+        assert conf is not None and conf.get("batch.size") == batch_size
+        # What the consumer can fetch, the producer can write.
+        assert conf["message.max.bytes"] == 52_428_800 + 65_536
 
     def test_kafka_settings_rejected_by_the_client_are_a_config_error(self) -> None:
         def refuse(conf: dict[str, Any]) -> FakeConsumer:

@@ -15,7 +15,7 @@ import pytest
 import structlog
 
 from service.cli import main
-from service.config import load_settings
+from service.config import Settings, load_settings
 from service.connection import MASK
 from service.errors import ConfigError
 
@@ -235,6 +235,29 @@ class TestCli:
         assert worker["topics"] == {"create": True, "partitions": 2}
         assert worker["processing"]["index"] == 1
 
+    def test_reliability_flags_reach_the_settings(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        argv = ["--print-config", "--max-attempts", "5", "--retry-backoff-ms", "10"]
+        argv += ["--delivery-timeout-s", "7", "--session-timeout-ms", "6000"]
+        argv += ["--group-instance-id", "w", "--logic", "flaky"]
+        assert main(argv) == 0
+        worker = json.loads(capsys.readouterr().out)["worker"]
+        p, c = worker["processing"], worker["consumer"]
+        assert (p["max_attempts"], p["retry_backoff_ms"]) == (5, 10.0)
+        assert (p["delivery_timeout_s"], p["logic"]) == (7.0, "flaky")
+        assert (c["session_timeout_ms"], c["group_instance_id"]) == (6000, "w")
+
+    @pytest.mark.parametrize(("index", "expected"), [(0, "w"), (3, "w-3")])
+    def test_static_membership_is_unique_per_child(
+        self, index: int, expected: str
+    ) -> None:
+        settings = Settings.model_validate(
+            {"consumer": {"group_instance_id": "w"}, "processing": {"index": index}}
+        )
+        assert settings.consumer_config()["group.instance.id"] == expected
+        assert "group.instance.id" not in Settings().consumer_config()
+
 
 @pytest.fixture
 def process_state() -> Iterator[None]:
@@ -268,6 +291,16 @@ class TestStartupErrors:
             "any free one (--metrics-host/--metrics-port)"
         ]
         assert out == ""
+
+    def test_a_value_librdkafka_refuses_exits_2_naming_it(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        # An unroutable broker: reaching Kafka would hang, not exit 2.
+        argv = ["--bootstrap-servers", "192.0.2.1:9", "--metrics-port", "0"]
+        assert main([*argv, "-X", "session.timeout.ms=x"]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        assert "property \"session.timeout.ms\": 'x'" in err
 
 
 class TestSupervisor:

@@ -43,7 +43,7 @@ class TestConfirm:
             confirmed.confirm()
         message = str(info.value)
         assert message.startswith("write to 'orders.dlq' failed: ")
-        assert "no such topic: create it, or restart with --create-topics" in message
+        assert "no such topic: create it; the worker retries until it exists" in message
 
     def test_another_failure_names_its_error(self) -> None:
         error = KafkaError(KafkaError._MSG_TIMED_OUT)

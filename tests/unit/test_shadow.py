@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, TopicPartition
 from prometheus_client import CollectorRegistry
 
 from loadgen.payloads import make_payloads
@@ -118,6 +118,7 @@ class Rig:
             batch_timeout_s=0.01,
             shadow=None if self.shadow is None else self._hook,
         )
+        self.loop.assign([TopicPartition("in", 0)])  # as the rebalance callback would
 
     def _hook(self, msgs: Any) -> None:
         assert self.consumer.events is not None and self.shadow is not None

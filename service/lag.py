@@ -1,0 +1,107 @@
+"""`worker_consumer_lag_messages`: per assigned partition, from the first second.
+
+Once a partition has been fetched, its lag is the cached high watermark minus the
+consumer's position (no network call). Before its first fetch the position is
+unknown (librdkafka reports -1001) and the cached watermark too, so a newly
+assigned partition would read 0 while a backlog waits: for those partitions the
+lag is computed from the group's committed offset (or, with none, the low or high
+watermark that `auto.offset.reset` starts from) and a watermark query, at most once
+a second and only until their first fetch.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from confluent_kafka import KafkaException, TopicPartition
+
+from service.metrics import Metrics
+
+_QUERY_TIMEOUT_S: Final = 1.0
+
+
+class LagGauges:
+    """The lag gauge's children for the assigned partitions, and their sum.
+
+    Args:
+        metrics: the worker's metrics.
+        topic: the input topic.
+        offset_reset: the consumer's `auto.offset.reset` (where a partition
+            without a committed offset starts).
+    """
+
+    def __init__(self, metrics: Metrics, topic: str, offset_reset: str) -> None:
+        self._m = metrics
+        self._topic = topic
+        self._reset = offset_reset
+        self._children: dict[int, Any] = {}
+        self._committed: dict[int, int] = {}
+        self.total = 0
+
+    def assign(self, partitions: list[int]) -> None:
+        """Start gauges for newly assigned partitions."""
+        for p in partitions:
+            self._children[p] = self._m.consumer_lag.labels(self._topic, str(p))
+
+    def forget(self, partitions: list[int]) -> None:
+        """Drop the gauges of revoked or lost partitions."""
+        for p in partitions:
+            self._committed.pop(p, None)
+            if self._children.pop(p, None) is not None:
+                self._m.consumer_lag.remove(self._topic, str(p))
+
+    def update(self, consumer: Any) -> None:
+        """Set each partition's gauge; keep their sum in `total`."""
+        total = 0
+        if not self._children or consumer is None:
+            self.total = 0
+            return
+        tps = [TopicPartition(self._topic, p) for p in self._children]
+        unfetched = []
+        for tp in consumer.position(tps):
+            child = self._children.get(tp.partition)
+            if child is None:
+                continue
+            if tp.offset < 0:
+                unfetched.append(tp.partition)
+                continue
+            _low, high = consumer.get_watermark_offsets(tp, cached=True)
+            if high >= 0:
+                lag = max(0, high - tp.offset)
+                child.set(lag)
+                total += lag
+        if unfetched:
+            total += self._before_first_fetch(consumer, unfetched)
+        self.total = total
+
+    def _before_first_fetch(self, consumer: Any, partitions: list[int]) -> int:
+        """Lag from the committed offset and a watermark query (see the module)."""
+        missing = [p for p in partitions if p not in self._committed]
+        if missing:
+            try:
+                tps = consumer.committed(
+                    [TopicPartition(self._topic, p) for p in missing],
+                    timeout=_QUERY_TIMEOUT_S,
+                )
+            except KafkaException:  # the next second tries again
+                return 0
+            for tp in tps:
+                self._committed[tp.partition] = tp.offset
+        total = 0
+        for p in partitions:
+            child = self._children.get(p)
+            if child is None:
+                continue
+            try:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(self._topic, p), timeout=_QUERY_TIMEOUT_S
+                )
+            except KafkaException:  # unreachable: keep the old value
+                continue
+            start = self._committed.get(p, -1)
+            if start < 0:  # nothing committed: where auto.offset.reset starts
+                start = high if self._reset == "latest" else low
+            lag = max(0, high - start)
+            child.set(lag)
+            total += lag
+        return total
