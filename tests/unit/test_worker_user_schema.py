@@ -114,6 +114,9 @@ class _Admin:
     def partitions(self, _name: str, timeout: float = 5.0) -> int:
         return 1
 
+    def max_message_bytes(self, _name: str) -> int | None:
+        return None
+
 
 @pytest.fixture
 def unfreeze() -> Iterator[None]:
