@@ -46,7 +46,7 @@ test-unit: setup  ## Unit tests (no network)
 test-integration: setup  ## Integration tests against a real broker (started if none is given)
 	$(PY) -m pytest tests/integration
 
-test: setup  ## Everything CI runs: lint, types, unit and integration tests
+test: setup  ## Everything CI runs: lint, types, unit, integration tests and the fault suite's fast set
 	$(MAKE) --no-print-directory lint typecheck
 	$(PY) -m pytest
 
@@ -73,6 +73,17 @@ bench-gc: setup  ## What the GC policy (freeze, thresholds, collect between batc
 codec-bench: setup  ## In-process decode/encode cost per codec and profile (no Kafka)
 	$(PY) -m codecbench
 
+faults: setup  ## The full fault suite against a local broker (~13 min; D12/D13 need root); rewrites docs/reliability.md
+	$(PY) -m tests.faults
+
+faults-fast: setup  ## The fault suite's fast set (~4 min), as CI runs it
+	$(PY) -m pytest tests/faults
+
+FUZZ_ARGS ?=
+
+fuzz: setup  ## Coverage-guided fuzzing (atheris) of each codec's decode path, 60 s each (FUZZ_ARGS="--codec protobuf --seconds 20")
+	$(PY) -m tests.fuzz $(FUZZ_ARGS)
+
 bench-loadgen: setup  ## Load generator: one-process maximum, then 60 s at 40k msg/s beside a worker
 	$(PY) -m tests.perf.bench_loadgen
 
@@ -91,4 +102,4 @@ down:  ## Stop the compose stack and drop its volumes
 clean:  ## Remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-fixed-rate bench-gc codec-bench bench-loadgen kafka-start kafka-stop up down clean
+.PHONY: help ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-fixed-rate bench-gc codec-bench bench-loadgen faults faults-fast fuzz kafka-start kafka-stop up down clean

@@ -227,7 +227,13 @@ class BatchLoop:
                 if timed:
                     handle_ns.append(clock() - t1)
             if emit is not None:
-                emit(m, obj)
+                try:
+                    emit(m, obj)
+                except (MemoryError, DeliveryError):
+                    raise
+                except Exception as exc:
+                    poison = _add(poison, Poison.unencodable(m, self._codec.name, exc))
+                    continue
             nbytes += size
         self._countdown = countdown
         ok = len(msgs) - errors - (len(poison) if poison else 0)

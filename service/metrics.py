@@ -26,7 +26,14 @@ from prometheus_client import (
 from service import __version__
 from service.histogram import LATENCY_BUCKETS, PER_MESSAGE_BUCKETS, BatchHistogram
 
-DEAD_LETTER_REASONS: Final = ("decode", "empty", "oversize", "content_type", "logic")
+DEAD_LETTER_REASONS: Final = (
+    "decode",
+    "empty",
+    "oversize",
+    "content_type",
+    "logic",
+    "encode",
+)
 """The bounded set of `worker_dead_letters_total` reasons (never payload-derived)."""
 
 BATCH_BUCKETS: Final = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)

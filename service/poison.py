@@ -20,7 +20,7 @@ import structlog
 
 from service.codecs import as_decode_error
 from service.delivery import ConfirmedProducer, dead_letter_headers
-from service.errors import DecodeError, FatalError, LogicError
+from service.errors import DecodeError, EncodeError, FatalError, LogicError
 from service.metrics import Metrics
 from service.types import KafkaMessage
 
@@ -40,7 +40,7 @@ class Poison:
 
     @property
     def reason(self) -> str:
-        """A short, bounded label: decode, empty, oversize, content_type, logic."""
+        """A short, bounded label: decode, empty, oversize, content_type, logic, encode."""
         return str(getattr(self.error, "reason", "logic"))
 
     @classmethod
@@ -61,6 +61,15 @@ class Poison:
     def undecodable(cls, m: KafkaMessage, codec: str, exc: Exception) -> Poison:
         """A message the codec rejected."""
         return cls(m, as_decode_error(codec, exc), "decode")
+
+    @classmethod
+    def unencodable(cls, m: KafkaMessage, codec: str, exc: Exception) -> Poison:
+        """A message whose result the output codec could not encode."""
+        if isinstance(exc, EncodeError):
+            return cls(m, exc, "encode")
+        error = EncodeError(type(exc).__name__, codec=codec, reason="encode")
+        error.__cause__ = exc
+        return cls(m, error, "encode")
 
     @classmethod
     def rejected(cls, m: KafkaMessage, exc: Exception, attempts: int = 1) -> Poison:

@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from service.codecs.base import JSON, MSGPACK, PROTOBUF, Codec, safe_decode
 from service.codecs.convert import native_to_builtins
-from service.errors import DecodeError
+from service.errors import DecodeError, EncodeError
 
 _ALIASES: Final[dict[str, str]] = {
     "application/json": JSON,
@@ -74,7 +74,20 @@ class AutoCodec:
         return safe_decode(codec.name, codec.decode_unchecked, data)
 
     def encode(self, obj: Any, /) -> bytes:
-        return self._output.encode(self._convert(obj))
+        """Encode with the output codec, converting another codec's object first.
+
+        Raises:
+            EncodeError: the object does not fit the output codec's type (a
+                protobuf enum's 0 where the struct wants a named value) or does
+                not encode.
+        """
+        try:
+            native = self._convert(obj)
+        except Exception as exc:
+            raise EncodeError(
+                type(exc).__name__, codec=self.name, reason="encode"
+            ) from exc
+        return self._output.encode(native)
 
     def to_builtins(self, obj: Any, /) -> dict[str, Any]:
         return native_to_builtins(obj)

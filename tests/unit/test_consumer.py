@@ -281,6 +281,26 @@ class TestOutput:
         assert headers["x-seq"] == b"2"
         assert rig.codec.to_builtins(rig.codec.decode(record["value"])) == PAYLOADS[2]
 
+    def test_result_that_does_not_encode_is_dead_lettered(self) -> None:
+        """A result the output codec refuses is poison of stage `encode`: the
+        message goes to the DLQ whole, the others to the output, all stored."""
+
+        def spoil(obj: Any) -> None:
+            if obj.order_id == PAYLOADS[1]["order_id"]:
+                obj.tags.append(object())  # msgspec cannot encode it
+
+        rig = Rig(output=True, step=spoil)
+        rig.process([rig.msg(i) for i in range(3)])
+        topics = [r["topic"] for r in rig.producer.acked]
+        assert sorted(topics) == ["in.dlq", "out", "out"]
+        [dead] = [r for r in rig.producer.acked if r["topic"] == "in.dlq"]
+        headers = dict(dead["headers"])
+        assert headers["x-dlq-stage"] == b"encode"
+        assert headers["x-dlq-reason"] == b"encode"
+        assert dead["value"] == rig.msg(1).value()
+        assert rig.consumer.stored == [[("in", 0, 3)]]
+        assert rig.ok() == 2
+
 
 class TestAuto:
     """The auto codec decodes each message by its content-type header."""
