@@ -13,13 +13,14 @@ offsets sampled during the run (`CommitSample`).
 | unexpected | a written record has no seq, or one the producer never sent |
 | misrouted | a good seq is in the DLQ, or a poison seq in the output |
 | duplicates | more extra copies than the run's bound X (0 on clean paths) |
-| dead letters | a poison record is not byte-identical (or, over the DLQ limit, does not name its size), lacks an `x-dlq-*` header, or names the wrong source |
+| dead letters | a poison record is not byte-identical (or, over the DLQ limit, does not name its size and sha256), lacks an `x-dlq-*` header, or names the wrong source |
 | order | per input partition, output goes back or skips outside a rebalance (`checker_order`) |
 | commits | a committed offset decreases, runs ahead of its writes, or ends short of the log (`checker_order`) |
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Sequence
 from typing import Final
@@ -66,6 +67,8 @@ DLQ_HEADERS: Final = tuple(
 """The error context README promises on every dead letter."""
 
 VALUE_DROPPED: Final = DLQ_PREFIX + "value-dropped-bytes"
+VALUE_SHA256: Final = DLQ_PREFIX + "value-sha256"
+"""The hex sha256 of a value the dead letter was written without."""
 
 
 def check(run: RunData) -> Verdict:
@@ -165,8 +168,10 @@ def _dead_letter_problems(
         if not (expected.droppable and record.value is None):
             got = "None" if record.value is None else f"{len(record.value)} bytes"
             out.append(f"value differs ({got}, sent {size} bytes)")
-        elif dropped != str(size).encode():
-            out.append(f"value dropped but {VALUE_DROPPED}={dropped!r}, not {size}")
+        else:
+            if dropped != str(size).encode():
+                out.append(f"value dropped but {VALUE_DROPPED}={dropped!r}, not {size}")
+            out += _digest_problems(record, expected, required=run.value_digest)
     if record.key != expected.key:
         out.append(f"key {record.key!r} != {expected.key!r}")
     missing = [h for h in DLQ_HEADERS if record.header(h) is None]
@@ -192,3 +197,16 @@ def _dead_letter_problems(
                 f"timestamp {record.timestamp_ms} != original {sent.timestamp_ms}"
             )
     return out
+
+
+def _digest_problems(
+    record: Written, expected: Expected, *, required: bool
+) -> list[str]:
+    """A dropped value's `x-dlq-value-sha256` against the sha256 of what was sent."""
+    digest = record.header(VALUE_SHA256)
+    if digest is None:
+        return [f"value dropped without {VALUE_SHA256}"] if required else []
+    want = hashlib.sha256(expected.value or b"").hexdigest()
+    if digest.decode(errors="replace").strip().lower() != want:
+        return [f"{VALUE_SHA256}={digest[:80]!r}, not the sha256 of the value sent"]
+    return []

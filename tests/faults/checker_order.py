@@ -4,7 +4,8 @@ Order (Jepsen's rule): within one output partition, the records of one input
 partition must follow that partition's input offsets upwards with no gap, where a
 gap is a handled offset between two consecutive ones. A step back or a gap is
 excused only when a rebalance or process event touching that input partition lies
-between the two records' timestamps (widened by `order_slack_ms`).
+between the two records' timestamps (widened by `order_slack_ms`), or a lasting
+event (a worker rewinding a batch whose writes failed) overlaps that span.
 
 Commits (VerifiableConsumer's and confluent-kafka-go #209's rules): per partition,
 sampled committed offsets never decrease; no sample commits an offset whose
@@ -56,7 +57,9 @@ def _explained(run: RunData, partition: int, start_ms: int, end_ms: int) -> bool
     slack = run.order_slack_ms
     lo, hi = min(start_ms, end_ms) - slack, max(start_ms, end_ms) + slack
     return any(
-        lo <= e.at_ms <= hi and (e.partitions is None or partition in e.partitions)
+        e.at_ms <= hi
+        and lo <= (e.at_ms if e.until_ms is None else e.until_ms)
+        and (e.partitions is None or partition in e.partitions)
         for e in run.events
     )
 

@@ -21,10 +21,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Marks every test collected under tests/faults as `faults`."""
+    """Marks every test collected under tests/faults as `faults`, and as
+    `integration` and `slow` too: each runs the worker on a real broker for
+    10-60 s (`pytest -m "not faults"` leaves them out)."""
     for item in items:
         if _HERE in Path(item.path).resolve().parents:
             item.add_marker(pytest.mark.faults)
+            item.add_marker(pytest.mark.integration)
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

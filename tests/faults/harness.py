@@ -9,11 +9,13 @@ runs, reads everything back and hands it to the checker.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import shutil
 import signal
 import subprocess
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -25,6 +27,7 @@ from abrunner import measure
 from localkafka import LocalKafka, create_topic, delete_topic
 from service.children import die_with_parent, free_port
 from tests.faults.model import Verdict
+from tests.faults.observe import RewindWatch
 from tests.support import WorkerProcess
 
 COMMIT_INTERVAL_S: Final = 5.0
@@ -168,6 +171,8 @@ class FaultWorker(WorkerProcess):
         self._env, self._prefix = dict(env or {}), list(prefix)
         self.samples: list[tuple[float, int]] = []
         """(monotonic time, messages finished) every monitor period."""
+        self.rewinds = RewindWatch()
+        """Its failed writes and the batches it rewound for them."""
 
     def start(self) -> Self:
         """Start the worker; it dies with this process."""
@@ -211,12 +216,14 @@ class FaultWorker(WorkerProcess):
         def ready() -> bool:
             if not self.alive():
                 raise TimeoutError(f"the worker exited with {self.exit_code()}")
-            url = f"http://{self.host}:{self.port}/readyz"
-            with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1):
-                return True
-            return False
+            answer = self.readyz()
+            return answer is not None and answer[0] == 200
 
         wait_until(ready, timeout, what="worker ready")
+
+    def readyz(self) -> tuple[int, str] | None:
+        """/readyz's status and body now (None if nothing answers)."""
+        return http_get(self.host, self.port, "/readyz")
 
     def exit_code(self) -> int | None:
         """The exit status, None while it runs."""
@@ -234,6 +241,26 @@ class FaultWorker(WorkerProcess):
             return before[-1] if before else 0
 
         return max(0, at(end) - at(start))
+
+
+def http_get(
+    host: str, port: int, path: str, timeout: float = 1.0
+) -> tuple[int, str] | None:
+    """`GET http://host:port/path`: status and body, 503s included (None if
+    nothing answers).
+
+    An `HTTPError` holds the response's socket open until closed: under pytest's
+    `filterwarnings = error` a leaked one is a ResourceWarning, hence the close.
+    """
+    try:
+        url = f"http://{host}:{port}{path}"
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return int(response.status), response.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, exc.read().decode(errors="replace")
+    except (OSError, http.client.HTTPException):
+        return None
 
 
 def write_config(path: Path, sections: Mapping[str, Mapping[str, Any]]) -> Path:

@@ -65,6 +65,9 @@ class Event:
     kind: str
     partitions: frozenset[int] | None = None
     """The partitions it touches; None for all (a process start, stop or kill)."""
+    until_ms: int | None = None
+    """The end of an event that lasts (a worker rewinding and retrying a batch
+    whose writes failed); None for an instant."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +97,9 @@ class RunData:
     order_slack_ms: int = 1000
     """How far from a record an event may be and still explain its reordering:
     log lines and record timestamps come from different clocks' reads."""
+    value_digest: bool = False
+    """A dead letter written without its value must carry `x-dlq-value-sha256`
+    (the fault suite's runs; synthetic runs may leave it out)."""
 
 
 @dataclass

@@ -8,6 +8,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
@@ -20,6 +21,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from abrunner import measure
 from service.headers import SEQ
 from tests.faults.model import CommitSample, Event, Written
 from tests.faults.producer import quiet
@@ -193,6 +195,50 @@ class Monitor:
         self._thread.join(15)
         with self._lock:
             self._consumer.close()
+
+
+@dataclass
+class RewindWatch:
+    """One worker's failed writes, from its /metrics (`Run` feeds it every tick).
+
+    When a batch's dead letters or output are not acknowledged in time (or
+    fail), the worker rewinds the batch's partitions to its first offsets and
+    retries it later (counting `worker_delivery_failures_total` and holding
+    `worker_degraded` at 1 meanwhile). Each failed attempt may leave that batch's
+    landed writes to be written again, and the retry steps back in the output:
+    so each window from the last calm sample before a failure to the first calm
+    one after is a lasting event for the order check.
+    """
+
+    failures: int = 0
+    degraded_seen: bool = False
+    windows: list[tuple[int, int]] = field(default_factory=list)
+    _calm_ms: int | None = None
+    _since_ms: int | None = None
+
+    def observe(self, scraped: measure.Metrics, at_ms: int) -> int:
+        """Take one scrape made at `at_ms`; return the failures new since the last."""
+        failures = int(scraped.total("worker_delivery_failures_total"))
+        degraded = scraped.total("worker_degraded") > 0
+        new = max(0, failures - self.failures)
+        self.failures = max(failures, self.failures)
+        self.degraded_seen = self.degraded_seen or degraded
+        if (new or degraded) and self._since_ms is None:
+            self._since_ms = at_ms if self._calm_ms is None else self._calm_ms
+        if not degraded:
+            self.close(at_ms)
+            self._calm_ms = at_ms
+        return new
+
+    def close(self, at_ms: int) -> None:
+        """End an open window at `at_ms` (the worker is calm, or gone)."""
+        if self._since_ms is not None:
+            self.windows.append((self._since_ms, at_ms))
+            self._since_ms = None
+
+    def events(self) -> list[Event]:
+        """The windows as events of every partition."""
+        return [Event(a, "rewind", None, until_ms=b) for a, b in self.windows]
 
 
 def _stamp(line: dict[str, Any]) -> int | None:

@@ -10,7 +10,12 @@ from typing import Any, Final
 import confluent_kafka
 
 from localkafka import kafka_version
-from tests.faults.harness import COMMIT_INTERVAL_S, SESSION_TIMEOUT_MS, Outcome
+from tests.faults.harness import (
+    BATCH_SIZE,
+    COMMIT_INTERVAL_S,
+    SESSION_TIMEOUT_MS,
+    Outcome,
+)
 
 _COLUMNS: Final = (
     ("acked", "acked"),
@@ -116,20 +121,26 @@ the DLQ to their end and counts:
   rewinds a partition to its last commit, at most one auto-commit interval
   ({COMMIT_INTERVAL_S:.0f} s, librdkafka's default, which the worker keeps) plus
   1 s of batch time before the fault: X is what the worker finished from then
-  until it was restarted or reassigned, plus one batch in flight. Clean paths
-  (SIGTERM, scale out and in, poison) have X = 0.
+  until it was restarted or reassigned, plus one batch in flight; and a batch
+  ({BATCH_SIZE}) per failed write attempt (`worker_delivery_failures_total`):
+  the worker rewinds that batch and writes again what of it had landed. Clean
+  paths (SIGTERM, scale out and in, poison) have X = 0.
 - **order**: per input partition, output that steps back or skips a handled
-  offset with no rebalance logged by a worker around it.
+  offset with no rebalance logged by a worker around it (or a rewind: a window
+  in which the worker counted failed writes or read `worker_degraded` 1).
 - **commit regr.**: sampled committed offsets (every 0.5 s) that decrease.
   Also checked: no commit runs ahead of its writes (the output topic stamps
   LogAppendTime), and the last commit reaches the input's end.
 - Dead letters: each poison message byte-identical (over the DLQ producer's
-  limit: a record naming its size), with every `x-dlq-*` header and its source.
+  or topic's limit: a record without the value, naming its size and sha256),
+  with every `x-dlq-*` header and its source.
 
 Setup: one broker shared by the consumer-side scenarios, a broker of their own
 for D9-D13; workers run with a session timeout of {SESSION_TIMEOUT_MS // 1000} s
 (RELIABILITY 6.1's default under test; the worker's own is 45 s) and otherwise
-their defaults. confluent-kafka {client}, librdkafka
+their defaults, except where a scenario's title or notes say (D3: static
+membership, 6 s; D11 and P4: `delivery_timeout_s` 5 s; P3: small limits;
+P5: `--logic flaky --max-attempts 3`). confluent-kafka {client}, librdkafka
 {confluent_kafka.libversion()[0]}, Kafka {kafka_version()}, Python
 {platform.python_version()}. Broker, producer and workers share 2 cores, so
 times are this machine's, not production's.

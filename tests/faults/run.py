@@ -84,6 +84,8 @@ class Run:
         self.workers: list[FaultWorker] = []
         self.producer: VerifyingProducer | None = None
         self.dup_bound = 0
+        self.rewind_bound = 0
+        """X's share for rewound batches (kept apart: the monitor thread adds it)."""
         self.fault_ends: list[int] = []
         self.timeline: list[tuple[int, str]] = []
         self.data: RunData | None = None
@@ -192,13 +194,24 @@ class Run:
         return sum(self.redo(worker, a, b) for a, b in merged)
 
     def _tick(self) -> None:
-        now = time.monotonic()
+        """Every monitor period: each live worker's progress and failed writes.
+
+        Each failed attempt widens X by a batch: the worker rewinds the batch and
+        writes again what of it had landed.
+        """
+        now, at = time.monotonic(), now_ms()
         for worker in list(self.workers):
-            if worker.alive():
-                try:
-                    worker.samples.append((now, worker.processed()))
-                except Exception as exc:  # a half-written scrape of a dying worker
-                    self.outcome.notes.append(f"metrics sample failed: {exc!r}")
+            if not worker.alive():
+                continue
+            try:
+                scraped = worker.scrape()
+                if scraped is None:
+                    continue
+                processed = int(scraped.total("worker_messages_total"))
+                worker.samples.append((now, processed))
+                self.rewind_bound += BATCH_SIZE * worker.rewinds.observe(scraped, at)
+            except Exception as exc:  # a half-written scrape of a dying worker
+                self.outcome.notes.append(f"metrics sample failed: {exc!r}")
 
     # -- traffic ---------------------------------------------------------------------
 
@@ -265,6 +278,8 @@ class Run:
                 self.stop(worker)
         self.monitor.sample()
         self.monitor.stop()
+        for worker in self.workers:
+            worker.rewinds.close(now_ms())
         producer = self.producer
         assert producer is not None, "a run without traffic has nothing to check"
         data = RunData(
@@ -273,17 +288,28 @@ class Run:
             dlq=read_to_end(self.bootstrap, self.dlq, values=True),
             not_acked=producer.unacked,
             poison=producer.poison,
-            events=[e for w in self.workers for e in worker_events(w.log_path)],
+            events=[
+                *(e for w in self.workers for e in worker_events(w.log_path)),
+                *(e for w in self.workers for e in w.rewinds.events()),
+            ],
             commits=self.monitor.commits,
             end_offsets=end_offsets(self.bootstrap, self.topic, self.partitions)
             if final_commit
             else None,
-            dup_bound=self.dup_bound,
+            dup_bound=self.dup_bound + self.rewind_bound,
             fault_ends_ms=self.fault_ends,
+            value_digest=True,
         )
         self.data = data
         self.outcome.absorb(check(data))
         self.outcome.figures["workers"] = len(self.workers)
+        failures = sum(w.rewinds.failures for w in self.workers)
+        if failures:
+            windows = [b - a for w in self.workers for a, b in w.rewinds.windows]
+            self.outcome.figures.update(
+                delivery_failures=failures,
+                degraded_s=round(sum(windows) / 1000, 1),
+            )
         for n, worker in enumerate(self.workers, 1):
             for trace in tracebacks(worker.log_path):
                 self.outcome.fail(f"worker {n} printed a traceback: {trace[:600]}")

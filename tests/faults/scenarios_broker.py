@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
-from tests.faults.harness import Env, FaultBroker, Outcome
+from service.errors import RunnerError
+from tests.faults.harness import Env, FaultBroker, FaultWorker, Outcome
 from tests.faults.observe import worker_lines
 from tests.faults.run import Run
 
 RATE: Final = 1000
 PAUSE_S: Final = 15.0
-"""SIGSTOP length for D11: past the 10 s session timeout, under the worker's 30 s
-delivery timeout (a longer pause is D8's subject: downstream outages)."""
+"""SIGSTOP length for D11: past the 10 s session timeout and D11's 5 s delivery
+timeout, with output writes in flight (1,000 msg/s): the worker must rewind and
+retry the stuck batch, not exit."""
+D11_DELIVERY_TIMEOUT_S: Final = 5.0
+SHUTDOWN_BOUND_S: Final = 20.0
+"""A SIGTERM while the broker is stopped must end the worker within this: its
+`close()` is bounded (about 10 s) plus the time to notice."""
 
 Fault = Callable[[FaultBroker, Run], list[tuple[float, float]]]
 """Breaks the broker; returns each fault's (start, end) in monotonic seconds."""
@@ -49,15 +55,25 @@ def _pause(broker: FaultBroker, run: Run) -> list[tuple[float, float]]:
     return [(start, time.monotonic())]
 
 
-def _broker_fault(env: Env, outcome: Outcome, fault: Fault, seconds: int) -> Outcome:
+def _broker_fault(
+    env: Env,
+    outcome: Outcome,
+    fault: Fault,
+    seconds: int,
+    *,
+    config: Mapping[str, Mapping[str, Any]] | None = None,
+    after: Callable[[FaultBroker, Run, FaultWorker], None] | None = None,
+) -> Outcome:
     """A worker at `RATE` msg/s for `seconds` while `fault` breaks its broker.
 
     The duplicate bound widens per fault by `Run.redo_faults`: a rebalance on
-    recovery restarts from the last commit that got through.
+    recovery restarts from the last commit that got through (and by a batch per
+    failed write attempt, which `Run` counts). `after` runs once the input is
+    drained, before the verdict.
     """
     with (
         FaultBroker(env.root / f"broker-{outcome.id.lower()}") as broker,
-        Run(env, outcome, bootstrap=broker.bootstrap) as run,
+        Run(env, outcome, bootstrap=broker.bootstrap, config=config) as run,
     ):
         worker = run.worker()
         run.produce(rate=RATE, count=RATE * seconds)
@@ -67,6 +83,8 @@ def _broker_fault(env: Env, outcome: Outcome, fault: Fault, seconds: int) -> Out
         run.dup_bound += run.redo_faults(worker, [start for start, _ in windows])
         if not worker.alive():
             outcome.fail(f"the worker exited ({worker.exit_code()}) over the fault")
+        elif after is not None:
+            after(broker, run, worker)
         run.finish()
         outcome.figures["rebalances"] = sum(
             1
@@ -94,9 +112,52 @@ def d10_broker_sigkill(env: Env) -> Outcome:
     )
 
 
-def d11_broker_pause(env: Env) -> Outcome:
-    """Broker frozen (SIGSTOP) past the session timeout, then thawed (SIGCONT)."""
-    outcome = Outcome(
-        "D11", f"Broker SIGSTOP {PAUSE_S:.0f} s (> session timeout), SIGCONT"
+def _stop_while_frozen(broker: FaultBroker, run: Run, worker: FaultWorker) -> None:
+    """SIGTERM the worker while the broker is frozen: it must exit in bounded time."""
+    outcome = run.outcome
+    run.mark("broker SIGSTOP (shutdown check)")
+    broker.send(signal.SIGSTOP)
+    try:
+        time.sleep(1)
+        start = time.monotonic()
+        run.mark("worker SIGTERM, broker frozen")
+        try:
+            code: int | str = worker.stop(signal.SIGTERM, timeout=60)
+        except RunnerError:
+            code = "still running after 60 s"
+        took = time.monotonic() - start
+    finally:
+        broker.send(signal.SIGCONT)
+        run.mark("broker SIGCONT (shutdown check)")
+    outcome.figures.update(
+        shutdown_s_broker_frozen=round(took, 1), shutdown_exit_code=code
     )
-    return _broker_fault(env, outcome, _pause, 40)
+    if took > SHUTDOWN_BOUND_S:
+        outcome.fail(
+            f"SIGTERM with the broker frozen took {took:.0f} s to end the worker "
+            f"({code}), over {SHUTDOWN_BOUND_S:.0f} s"
+        )
+
+
+def d11_broker_pause(env: Env) -> Outcome:
+    """Broker frozen (SIGSTOP) past the session and delivery timeouts, then thawed.
+
+    The worker runs with `delivery_timeout_s = 5`, so the output writes stuck in
+    the frozen broker fail: it must rewind, retry and carry on, never exit. The
+    full set then freezes the broker again and sends the worker SIGTERM: its
+    shutdown must stay bounded.
+    """
+    outcome = Outcome(
+        "D11",
+        f"Broker SIGSTOP {PAUSE_S:.0f} s (> session and delivery timeouts) with "
+        "writes in flight, SIGCONT",
+    )
+    config = {"worker.processing": {"delivery_timeout_s": D11_DELIVERY_TIMEOUT_S}}
+    after = None if env.fast else _stop_while_frozen
+    _broker_fault(env, outcome, _pause, 40, config=config, after=after)
+    if not outcome.figures.get("delivery_failures"):
+        outcome.fail(
+            "no failed write was counted (worker_delivery_failures_total): the "
+            "stall did not exercise the delivery timeout"
+        )
+    return outcome

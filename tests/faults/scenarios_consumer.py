@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import random
 import time
+import uuid
 from typing import Final
 
 from abrunner import measure
-from tests.faults.harness import Env, FaultWorker, Outcome
+from tests.faults.harness import Env, FaultWorker, Outcome, wait_until
 from tests.faults.observe import worker_lines
 from tests.faults.run import Run
 
 RATE: Final = 1000
 """Messages a second: a steady stream a worker keeps up with on 2 shared cores."""
 _MB: Final = 1024 * 1024
+STATIC_SESSION_MS: Final = 6000
+"""D3's session timeout: the bound a static member's restart must beat."""
 
 
 def _lag(worker: FaultWorker) -> int:
@@ -22,9 +25,11 @@ def _lag(worker: FaultWorker) -> int:
 
 
 def d2_clean_bounce(env: Env) -> Outcome:
-    """SIGTERM the worker mid-stream three times, restarting it each time: 0 duplicates."""
-    outcome = Outcome("D2", "Clean consumer bounce: SIGTERM mid-stream, restart (x3)")
-    bounces = 3
+    """SIGTERM the worker mid-stream and restart it (x3; x2 in the fast set): 0 dups."""
+    bounces = 2 if env.fast else 3
+    outcome = Outcome(
+        "D2", f"Clean consumer bounce: SIGTERM mid-stream, restart (x{bounces})"
+    )
     with Run(env, outcome) as run:
         worker = run.worker()
         run.produce(rate=RATE, count=RATE * 8 * bounces)
@@ -40,22 +45,73 @@ def d2_clean_bounce(env: Env) -> Outcome:
     return outcome
 
 
+def _kill_and_restart(
+    run: Run, worker: FaultWorker, *args: str
+) -> tuple[FaultWorker, float]:
+    """SIGKILL `worker`, start its successor at once; return it and the seconds
+    from the kill to its first finished message."""
+    killed = time.monotonic()
+    run.kill(worker)
+    successor = run.worker(*args, ready=False)
+
+    def resumed() -> bool:
+        if not successor.alive():
+            raise TimeoutError(f"the restarted worker exited {successor.exit_code()}")
+        return successor.processed() > 0
+
+    wait_until(resumed, 60, every=0.1, what="resume after the kill")
+    run.fault_ends.append(run.mark("processing again"))
+    return successor, time.monotonic() - killed
+
+
 def d3_kill_9(env: Env) -> Outcome:
-    """SIGKILL the worker at a random point of its stream three times; restart it."""
-    outcome = Outcome("D3", "Hard consumer kill (SIGKILL) mid-stream, restart (x3)")
+    """SIGKILL the worker at a random point of its stream; restart it at once.
+
+    Static membership (`--group-instance-id`, `--session-timeout-ms 6000`): the
+    restarted worker takes the dead one's place and its partitions at once,
+    without waiting for the session to expire, so each recovery (kill to the
+    first message finished again) must take less than the session timeout. The
+    full set then kills once more and restarts without an instance id: that
+    recovery waits for the dead member's session (6 s here; the worker's
+    default 45 s is the bound for a dynamic member).
+    """
+    kills = 2 if env.fast else 3
+    outcome = Outcome(
+        "D3",
+        f"Hard consumer kill (SIGKILL) mid-stream, restart (x{kills}, static "
+        f"membership, {STATIC_SESSION_MS // 1000} s session)",
+    )
     rng = random.Random(3)
+    session = ("--session-timeout-ms", str(STATIC_SESSION_MS))
+    static = (*session, "--group-instance-id", f"faults-d3-{uuid.uuid4().hex[:6]}")
     with Run(env, outcome) as run:
-        worker = run.worker()
-        # Each kill costs a session timeout (10 s) before the restart gets partitions.
-        run.produce(rate=RATE, count=RATE * 48)
-        for _ in range(3):
+        worker = run.worker(*static)
+        seconds = 10 + 6 * kills + (0 if env.fast else 15)
+        run.produce(rate=RATE, count=RATE * seconds)
+        recoveries = []
+        for _ in range(kills):
             worker.wait_for(2 * RATE, timeout=60)
             time.sleep(rng.uniform(0.1, 2.0))
-            run.kill(worker)
-            worker = run.worker()
-            run.fault_ends.append(run.mark("restarted"))
+            worker, took = _kill_and_restart(run, worker, *static)
+            recoveries.append(took)
+        if not env.fast:
+            worker.wait_for(2 * RATE, timeout=60)
+            worker, took = _kill_and_restart(run, worker, *session)
+            outcome.figures["recovery_s_dynamic"] = round(took, 1)
         run.wait_drained(90)
         run.finish()
+        outcome.figures.update(
+            recovery_s_static=",".join(f"{t:.1f}" for t in recoveries),
+        )
+        if max(recoveries) >= STATIC_SESSION_MS / 1000:
+            outcome.fail(
+                f"a static member took {max(recoveries):.1f} s to resume after a "
+                f"kill: not under the {STATIC_SESSION_MS // 1000} s session timeout"
+            )
+    outcome.notes.append(
+        "D3 recovery bound without static membership: the dead member's session "
+        "timeout (worker default 45 s) plus a restart"
+    )
     return outcome
 
 

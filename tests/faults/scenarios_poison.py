@@ -1,30 +1,33 @@
-"""Poison: P1-P3 per codec, P4 DLQ unavailable, P5 logic errors with a retry budget."""
+"""Poison: P1-P3 per codec, P3 against small limits, P5 logic errors and retries.
+
+P4 (the DLQ unavailable) is in `scenarios_dlq`.
+"""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
 
 from loadgen.payloads import make_payloads
-from localkafka import create_topic, delete_topic
 from service.codecs import CodecName, get_codec
 from service.headers import DLQ_PREFIX
-from tests.faults.harness import (
-    COMMIT_INTERVAL_S,
-    LOG_APPEND,
-    Env,
-    FaultWorker,
-    Outcome,
-)
-from tests.faults.observe import end_offsets
-from tests.faults.poison import MARKER, Case, cases, interleaved
+from tests.faults.checker import VALUE_DROPPED
+from tests.faults.harness import Env, FaultWorker, Outcome
+from tests.faults.poison import MARKER, Case, cases, interleaved, random_bytes
 from tests.faults.producer import good_traffic
 from tests.faults.run import Run
 
 Scenario = Callable[[Env], Outcome]
 EVERY: Final = 25
 """A poison message every 25 seqs: good ones on both sides of each."""
+SMALL_LIMIT: Final = 100_000
+"""P3's `--max-payload-bytes`."""
+FETCH_MAX_BYTES: Final = 1_000_000
+"""P3's `fetch_max_bytes`: the DLQ producer takes what the consumer can fetch,
+this + 64 KiB (librdkafka still fetches a larger record, one at a time)."""
+DLQ_TOPIC_LIMIT: Final = 300_000
+"""P3's DLQ topic `max.message.bytes`: under the DLQ producer's limit, so the
+broker, not the client, refuses what lies between."""
 
 
 def _dead_letter_reasons(worker: FaultWorker) -> dict[str, int]:
@@ -53,7 +56,7 @@ def _marker_leaks(run: Run) -> list[str]:
     return leaks
 
 
-def _failed_cases(run: Run, kinds: list[Case]) -> list[str]:
+def _failed_cases(run: Run, kinds: Sequence[Case]) -> list[str]:
     """The cases whose message is not where it belongs (DLQ for poison, else output)."""
     if run.data is None:
         return [k.name for k in kinds]
@@ -66,110 +69,125 @@ def _failed_cases(run: Run, kinds: list[Case]) -> list[str]:
     ]
 
 
+def _poison_run(
+    env: Env,
+    outcome: Outcome,
+    codec: CodecName,
+    kinds: Sequence[Case],
+    *,
+    worker_args: Sequence[str] = (),
+    config: Mapping[str, Mapping[str, Any]] | None = None,
+    dlq_config: Mapping[str, str] | None = None,
+    must_drop: int | None = None,
+    backlog: bool = False,
+) -> Outcome:
+    """Every case once, between good messages, against one worker that must not exit.
+
+    The dead letters are judged by the checker (byte-identical, or written
+    without a value that did not fit, naming its size and sha256);
+    `worker_dead_letter_values_dropped_total` must count each of the latter,
+    and there must be `must_drop` of them (when given). With `backlog`, all of
+    it is produced before the worker starts: one batch then holds every case,
+    and their dead letters share the DLQ producer's batches.
+    """
+    with Run(
+        env,
+        outcome,
+        codec=codec,
+        config=config,
+        worker_args=worker_args,
+        dlq_config=dlq_config,
+    ) as run:
+        plan = interleaved(good_traffic(codec), list(kinds), EVERY)
+        count = EVERY * (len(kinds) + 1)
+        if backlog:
+            run.produce(plan, rate=5000, count=count).wait(60)
+            worker = run.worker()
+        else:
+            worker = run.worker()
+            run.produce(plan, rate=250, count=count)
+        run.wait_drained(45)
+        reasons = _dead_letter_reasons(worker)
+        scraped = worker.scrape()
+        alive = worker.alive()
+        run.finish()
+        if not alive:
+            outcome.fail(f"the worker exited ({worker.exit_code()}) on poison")
+        dlq = run.data.dlq if run.data else []
+        dropped = sum(1 for r in dlq if r.value is None and r.header(VALUE_DROPPED))
+        counted = (
+            -1
+            if scraped is None
+            else int(scraped.total("worker_dead_letter_values_dropped_total"))
+        )
+        outcome.figures.update(
+            poison_cases=sum(1 for k in kinds if k.poison),
+            dlq_by_reason=",".join(f"{k}={v}" for k, v in sorted(reasons.items())),
+            values_dropped=dropped,
+            cases_failed=", ".join(_failed_cases(run, kinds)) or "none",
+        )
+        if counted != dropped:
+            outcome.fail(
+                f"worker_dead_letter_values_dropped_total={counted}, but "
+                f"{dropped} dead letter(s) were written without their value"
+            )
+        if must_drop is not None and dropped != must_drop:
+            outcome.fail(f"{dropped} dead letters without a value, not {must_drop}")
+        if leaks := _marker_leaks(run):
+            outcome.fail(f"a payload value leaked: {', '.join(leaks)}")
+    return outcome
+
+
 def poison_for(codec: CodecName) -> Scenario:
     """P1-P3 for one codec: every poison case once, between good messages."""
 
     def scenario(env: Env) -> Outcome:
         outcome = Outcome(f"P1-P3 {codec}", f"Poison per codec: {codec}")
-        kinds = cases(codec)
-        with Run(env, outcome, codec=codec) as run:
-            worker = run.worker()
-            plan = interleaved(good_traffic(codec), kinds, EVERY)
-            run.produce(plan, rate=250, count=EVERY * (len(kinds) + 1))
-            run.wait_drained(45)
-            reasons = _dead_letter_reasons(worker)
-            alive = worker.alive()
-            run.finish()
-            if not alive:
-                outcome.fail(f"the worker exited ({worker.exit_code()}) on poison")
-            outcome.figures.update(
-                poison_cases=sum(1 for k in kinds if k.poison),
-                dlq_by_reason=",".join(f"{k}={v}" for k, v in sorted(reasons.items())),
-                cases_failed=", ".join(_failed_cases(run, kinds)) or "none",
-            )
-            if leaks := _marker_leaks(run):
-                outcome.fail(f"a payload value leaked: {', '.join(leaks)}")
-        return outcome
+        return _poison_run(env, outcome, codec, cases(codec))
 
     scenario.__name__ = f"p1_p3_{codec.replace('-', '_').replace('+', '_')}"
     return scenario
 
 
-def _supervise(run: Run, done: Callable[[], bool], timeout: float) -> list[int | None]:
-    """Restart the worker whenever it exits (as a supervisor would) until `done()`.
+def p3_small_limits(env: Env) -> Outcome:
+    """Oversize poison against small limits: the dead letter keeps what fits.
 
-    Each exit widens the duplicate bound by what the dead incarnation may have
-    finished since its last commit.
+    `--max-payload-bytes 100000`, `fetch_max_bytes` 1 MB (the DLQ producer's
+    limit is then 1 MB + 64 KiB) and a DLQ topic whose `max.message.bytes` is
+    300 kB: a value just over the payload limit is dead-lettered whole; 500 kB
+    passes the producer but not the topic (the broker refuses it); 1.2 MB is
+    over the producer's own limit. Both must be written without their value,
+    naming its size and sha256, and counted; the worker must not exit. All of
+    it waits in the topic before the worker starts (a restart's backlog), so
+    the dead letters go out together: the broker refuses a whole produce batch
+    over the topic's limit, and what shares a batch with an oversize record
+    must still land as it is, value and all.
     """
-    exits: list[int | None] = []
-    worker = run.workers[-1]
-    deadline = time.monotonic() + timeout
-    while not done() and time.monotonic() < deadline:
-        if not worker.alive():
-            exits.append(worker.exit_code())
-            now = time.monotonic()
-            run.dup_bound += run.redo(worker, now - COMMIT_INTERVAL_S - 1, now)
-            run.mark(f"worker exited {worker.exit_code()}")
-            time.sleep(2)  # a supervisor's restart back-off
-            worker = run.worker(ready=False)
-        time.sleep(0.25)
-    return exits
-
-
-def p4_dlq_unavailable(env: Env) -> Outcome:
-    """The DLQ topic is deleted mid-run while poison arrives, and recreated 15 s on."""
     outcome = Outcome(
-        "P4", "DLQ unavailable: topic deleted mid-run, recreated 15 s later"
+        "P3",
+        f"Oversize poison vs small limits: --max-payload-bytes {SMALL_LIMIT:,}, "
+        f"DLQ producer ~{FETCH_MAX_BYTES / 1e6:.0f} MB, DLQ topic {DLQ_TOPIC_LIMIT:,} B",
     )
-    outcome.notes.append(
-        "the worker exits (1) when a dead letter is not acknowledged within "
-        "delivery_timeout_s, and (2) at start while the DLQ is missing, as README "
-        "says; the scenario restarts it as a supervisor would. RELIABILITY I2 "
-        "prefers pausing the partition and retrying without exiting."
+    codec: CodecName = "msgspec-msgpack"
+    kinds = [
+        Case("just over --max-payload-bytes", b"x" * (SMALL_LIMIT + 1)),
+        Case("random bytes", random_bytes(codec)),
+        Case("500 kB: over the DLQ topic", b"y" * 500_000, droppable=True),
+        Case("tombstone", None),
+        Case("1.2 MB: over the DLQ producer", b"z" * 1_200_000, droppable=True),
+        Case("empty value", b""),
+    ]
+    return _poison_run(
+        env,
+        outcome,
+        codec,
+        kinds,
+        worker_args=("--max-payload-bytes", str(SMALL_LIMIT)),
+        config={"worker.consumer": {"fetch_max_bytes": FETCH_MAX_BYTES}},
+        dlq_config={"max.message.bytes": str(DLQ_TOPIC_LIMIT)},
+        must_drop=2,
+        backlog=True,
     )
-    rate, seconds = 200, 30
-    poison = [Case("random bytes", b"\xc1" * 40)]
-    # The worker's delivery timeout is 10 s here (30 s by default) to keep the run short.
-    config = {"worker.processing": {"delivery_timeout_s": 10}}
-    with Run(env, outcome, config=config, dlq_config=LOG_APPEND) as run:
-        run.worker()
-        good = good_traffic(run.codec)
-        # Poison from seq 1200 (6 s in, after the deletion) every 50th message.
-        plan = interleaved(good, poison * (rate * seconds // 50), 50)
-        producer = run.produce(
-            lambda seq: good(seq) if seq < 1200 else plan(seq),
-            rate=rate,
-            count=rate * seconds,
-        )
-        time.sleep(5)
-        delete_topic(run.bootstrap, run.dlq)
-        gone = time.monotonic()
-        run.mark("DLQ topic deleted")
-        exits = _supervise(run, lambda: time.monotonic() - gone > 15, 20)
-        create_topic(run.bootstrap, run.dlq, run.partitions, config=dict(LOG_APPEND))
-        run.fault_ends.append(run.mark("DLQ topic recreated"))
-
-        ends: dict[int, int] = {}
-
-        def drained() -> bool:
-            if producer.sent < producer.count:
-                return False
-            if not ends:  # once: the input is complete
-                ends.update(end_offsets(run.bootstrap, run.topic, run.partitions))
-            return run.committed_to(ends)
-
-        exits += _supervise(run, drained, 90)
-        if not drained():
-            outcome.fail("the worker did not recover: input not committed to its end")
-        run.finish()
-        dead = [r.seq for r in run.data.dlq] if run.data else []
-        if len(dead) != len(set(dead)):
-            outcome.fail(f"DLQ copies: {len(dead)} for {len(set(dead))} messages")
-        outcome.figures.update(
-            worker_exits=len(exits),
-            exit_codes=",".join(str(c) for c in sorted(set(exits), key=str)) or "none",
-        )
-    return outcome
 
 
 def _rejected_by_logic() -> bytes:
@@ -181,38 +199,63 @@ def _rejected_by_logic() -> bytes:
 
 
 def p5_retry_budget(env: Env) -> Outcome:
-    """Logic errors: retried up to a budget, then dead-lettered with the attempts.
+    """Logic errors: retried in place up to a budget, then dead-lettered.
 
-    RELIABILITY P5 and 2.6: a processing error is retried with backoff up to N
-    attempts; then the message goes to the DLQ carrying `x-dlq-attempts`. The
-    permanent half is injected here (a message the logic always rejects); the
-    transient half (fails k < N times, then passes) needs a fault hook inside the
-    worker's logic and cannot be injected from outside.
+    RELIABILITY P5 and 2.6, with `--logic flaky --max-attempts 3`: the flaky
+    logic fails every 20th message's first attempt (transient: it must pass on
+    a retry, be counted ok and stay out of the DLQ); orders of quantity 0 are
+    rejected on every attempt (permanent: dead-lettered after 3 attempts, with
+    `x-dlq-attempts: 3` and stage `process`). Retries keep each partition's order.
     """
-    outcome = Outcome("P5", "Logic errors: retry budget, then DLQ with x-dlq-attempts")
-    outcome.notes.append(
-        "transient logic errors (k < budget) not injected: the worker has no "
-        "fault hook in its logic"
+    attempts = 3
+    outcome = Outcome(
+        "P5",
+        f"Logic errors: transient ones retried (flaky logic), permanent ones "
+        f"dead-lettered after {attempts} attempts",
     )
     rejected = [Case("quantity 0", _rejected_by_logic())] * 10
-    with Run(env, outcome) as run:
-        run.worker()
+    args = ("--logic", "flaky", "--max-attempts", str(attempts))
+    with Run(env, outcome, worker_args=args) as run:
+        worker = run.worker()
         plan = interleaved(good_traffic(run.codec), rejected, 20)
         run.produce(plan, rate=200, count=20 * (len(rejected) + 1))
         run.wait_drained(45)
+        scraped = worker.scrape()
         run.finish()
+        retries = ok = -1
+        if scraped is not None:
+            retries = int(scraped.total("worker_logic_retries_total"))
+            ok = int(scraped.total("worker_messages_total", outcome="ok"))
+        dlq = run.data.dlq if run.data else []
+        handled = {r.seq for r in run.data.output} if run.data else set()
         problems = []
-        for record in run.data.dlq if run.data else ():
+        for record in dlq:
             stage = record.header(DLQ_PREFIX + "stage")
-            attempts = record.header(DLQ_PREFIX + "attempts")
+            tries = record.header(DLQ_PREFIX + "attempts")
             if stage != b"process":
                 problems.append(f"x-seq {record.seq}: stage {stage!r}, not process")
-            if attempts is None or not attempts.isdigit() or int(attempts) < 2:
-                problems.append(f"x-seq {record.seq}: x-dlq-attempts={attempts!r}")
-        outcome.figures["dlq_without_retries"] = len(problems)
+            if tries != str(attempts).encode():
+                problems.append(f"x-seq {record.seq}: x-dlq-attempts={tries!r}")
+        transient = retries - len(rejected) * (attempts - 1)
+        outcome.figures.update(
+            logic_retries=retries,
+            transient_retried=transient,
+            ok_count=ok,
+            dead_letters=len(dlq),
+        )
         if problems:
             outcome.fail(
-                f"logic errors dead-lettered without a retry budget: {len(problems)}: "
-                + ", ".join(problems[:3])
+                f"dead letters without x-dlq-attempts={attempts} and stage process: "
+                f"{len(problems)}: " + ", ".join(problems[:3])
             )
+        if len(dlq) != len(rejected):
+            outcome.fail(f"{len(dlq)} dead letters for {len(rejected)} rejected orders")
+        if transient < 1:
+            outcome.fail(
+                f"worker_logic_retries_total={retries}: no transient failure was "
+                "retried (the permanent ones alone account for "
+                f"{len(rejected) * (attempts - 1)})"
+            )
+        if ok != len(handled):
+            outcome.fail(f"ok counted {ok}, but {len(handled)} messages were output")
     return outcome

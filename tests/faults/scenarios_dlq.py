@@ -1,0 +1,152 @@
+"""P4: the dead-letter topic is unavailable while poison arrives.
+
+The worker must neither exit nor store the offsets of a batch whose dead
+letters were not written: it rewinds and pauses the batch's partitions, says so
+on /readyz (503, `degraded`, naming the topic) and in `worker_degraded`, retries
+with back-off, and resumes once the topic is back. Each poison message then has
+exactly one dead letter: every write to a deleted topic fails, so none of the
+failed attempts lands.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from localkafka import create_topic, delete_topic
+from tests.faults.harness import LOG_APPEND, Env, FaultWorker, Outcome
+from tests.faults.observe import end_offsets
+from tests.faults.poison import Case, interleaved
+from tests.faults.producer import good_traffic
+from tests.faults.run import Run
+
+DELIVERY_TIMEOUT_S: Final = 5.0
+"""The worker's `delivery_timeout_s` here (30 s by default): a short outage
+still outlasts it several times over."""
+OUTAGE_S: Final = 15.0
+_PROBE_S: Final = 0.25
+
+
+@dataclass
+class ReadyProbe:
+    """/readyz of one worker, polled while a scenario waits."""
+
+    worker: FaultWorker
+    answers: list[tuple[float, int, str]] = field(default_factory=list)
+    """(monotonic time, status, body) of each answer."""
+
+    def watch(self, until: Callable[[], bool], timeout: float) -> bool:
+        """Poll until `until()` or `timeout` s (or the worker exits); return `until()`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.worker.alive():
+            if until():
+                return True
+            answer = self.worker.readyz()
+            if answer is not None:
+                self.answers.append((time.monotonic(), *answer))
+            time.sleep(_PROBE_S)
+        return until()
+
+    def degraded(self) -> list[tuple[float, int, str]]:
+        """The answers that said `degraded` (503)."""
+        return [a for a in self.answers if a[1] == 503 and "degraded" in a[2].lower()]
+
+    def ready_after(self, t: float) -> float | None:
+        """When /readyz first answered 200 after `t` (None: never)."""
+        return next((a[0] for a in self.answers if a[0] > t and a[1] == 200), None)
+
+
+def p4_dlq_unavailable(env: Env) -> Outcome:
+    """The DLQ topic is deleted mid-run while poison arrives, and recreated 15 s on."""
+    outcome = Outcome(
+        "P4",
+        f"DLQ unavailable: topic deleted while poison arrives, recreated "
+        f"{OUTAGE_S:.0f} s later",
+    )
+    rate, seconds, every = 200, 30, 50
+    poison = [Case("random bytes", b"\xc1" * 40)]
+    config = {"worker.processing": {"delivery_timeout_s": DELIVERY_TIMEOUT_S}}
+    with Run(env, outcome, config=config, dlq_config=LOG_APPEND) as run:
+        worker = run.worker()
+        probe = ReadyProbe(worker)
+        good = good_traffic(run.codec)
+        # Poison from seq 1200 (6 s in, after the deletion) every 50th message.
+        plan = interleaved(good, poison * (rate * seconds // every), every)
+        producer = run.produce(
+            lambda seq: good(seq) if seq < 1200 else plan(seq),
+            rate=rate,
+            count=rate * seconds,
+        )
+        time.sleep(5)
+        delete_topic(run.bootstrap, run.dlq)
+        gone = time.monotonic()
+        run.mark("DLQ topic deleted")
+        probe.watch(lambda: time.monotonic() - gone > OUTAGE_S, OUTAGE_S + 5)
+        create_topic(run.bootstrap, run.dlq, run.partitions, config=dict(LOG_APPEND))
+        back = time.monotonic()
+        run.fault_ends.append(run.mark("DLQ topic recreated"))
+
+        ends: dict[int, int] = {}
+
+        def drained() -> bool:
+            if producer.sent < producer.count:
+                return False
+            if not ends:  # once: the input is complete
+                ends.update(end_offsets(run.bootstrap, run.topic, run.partitions))
+            return run.committed_to(ends)
+
+        recovered = probe.watch(drained, 90)
+        probe.watch(lambda: False, 1)  # the last word of /readyz, drained
+        alive = worker.alive()
+        scraped = worker.scrape()
+        run.finish()
+        if not alive:
+            outcome.fail(f"the worker exited ({worker.exit_code()}): it must not")
+        elif not recovered:
+            outcome.fail("the worker did not recover: input not committed to its end")
+        _judge_readiness(outcome, probe, run.dlq, gone, back)
+        if not worker.rewinds.degraded_seen:
+            outcome.fail("worker_degraded never read 1 during the outage")
+        if scraped is not None and scraped.total("worker_degraded") != 0:
+            outcome.fail("worker_degraded still 1 after the topic came back")
+        records = run.data.dlq if run.data else []
+        dead = Counter(r.seq for r in records if r.seq is not None)
+        extra = sorted(seq for seq, n in dead.items() if n > 1)
+        outcome.figures.update(poison=len(producer.poison), dlq_copies_max=0)
+        if extra:
+            outcome.figures["dlq_copies_max"] = max(dead.values())
+            outcome.fail(
+                f"DLQ copies: {len(extra)} poison seqs more than once: {extra[:5]}"
+            )
+    return outcome
+
+
+def _judge_readiness(
+    outcome: Outcome, probe: ReadyProbe, dlq: str, gone: float, back: float
+) -> None:
+    """503 `degraded`, naming the DLQ topic, during the outage; 200 after it.
+
+    `gone` and `back`: when the topic was deleted and recreated (monotonic).
+    """
+    degraded = probe.degraded()
+    if not degraded:
+        statuses = Counter(status for _, status, _ in probe.answers)
+        outcome.fail(f"/readyz never answered 503 degraded (statuses seen: {statuses})")
+        return
+    if not any(dlq in body for _, _, body in degraded):
+        outcome.fail(
+            f"/readyz degraded but never names {dlq}: {degraded[0][2][:200]!r}"
+        )
+    first, last = degraded[0][0], degraded[-1][0]
+    ready = probe.ready_after(last)
+    final = probe.answers[-1][1] if probe.answers else None
+    outcome.figures.update(
+        degraded_after_s=round(first - gone, 1),
+        stall_s=round((ready or last) - first, 1),
+        ready_after_heal_s="never" if ready is None else round(ready - back, 1),
+    )
+    if ready is None or final != 200:
+        outcome.fail(f"/readyz not ready again after the topic came back ({final})")
