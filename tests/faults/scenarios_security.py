@@ -142,7 +142,9 @@ def _listening(pid: int, port: int) -> list[str]:
 _ALLOWED: Final[dict[str, frozenset[str]]] = {
     "codec": frozenset(CODEC_NAMES),
     "outcome": frozenset({"ok", "decode_error", "logic_error"}),
-    "reason": frozenset({"decode", "empty", "oversize", "content_type", "logic"}),
+    "reason": frozenset(
+        {"decode", "empty", "oversize", "content_type", "logic", "encode"}
+    ),
     "generation": frozenset({"0", "1", "2"}),
     "schema": frozenset(SCHEMA_NAMES),
 }
