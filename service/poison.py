@@ -18,9 +18,9 @@ from typing import Final
 
 import structlog
 
-from service.codecs import as_decode_error
+from service.codecs import as_decode_error, as_encode_error
 from service.delivery import ConfirmedProducer, dead_letter_headers
-from service.errors import DecodeError, EncodeError, FatalError, LogicError
+from service.errors import DecodeError, FatalError, LogicError
 from service.metrics import Metrics
 from service.types import KafkaMessage
 
@@ -65,11 +65,7 @@ class Poison:
     @classmethod
     def unencodable(cls, m: KafkaMessage, codec: str, exc: Exception) -> Poison:
         """A message whose result the output codec could not encode."""
-        if isinstance(exc, EncodeError):
-            return cls(m, exc, "encode")
-        error = EncodeError(type(exc).__name__, codec=codec, reason="encode")
-        error.__cause__ = exc
-        return cls(m, error, "encode")
+        return cls(m, as_encode_error(codec, exc), "encode")
 
     @classmethod
     def rejected(cls, m: KafkaMessage, exc: Exception, attempts: int = 1) -> Poison:

@@ -17,7 +17,14 @@ from collections.abc import Callable
 from typing import Any, Final, Literal, get_args
 
 from service.codecs.auto import AutoCodec
-from service.codecs.base import JSON, MSGPACK, PROTOBUF, Codec, as_decode_error
+from service.codecs.base import (
+    JSON,
+    MSGPACK,
+    PROTOBUF,
+    Codec,
+    as_decode_error,
+    as_encode_error,
+)
 from service.codecs.convert import native_to_builtins
 from service.codecs.msgspec_codec import MsgspecJsonCodec, MsgspecMsgpackCodec
 from service.codecs.protobuf_codec import ProtobufCodec
@@ -37,6 +44,7 @@ __all__ = [
     "CodecName",
     "JsonCodecName",
     "as_decode_error",
+    "as_encode_error",
     "get_codec",
     "native_to_builtins",
 ]

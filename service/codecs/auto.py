@@ -10,9 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from service.codecs.base import JSON, MSGPACK, PROTOBUF, Codec, safe_decode
+from service.codecs.base import (
+    JSON,
+    MSGPACK,
+    PROTOBUF,
+    Codec,
+    as_encode_error,
+    safe_decode,
+)
 from service.codecs.convert import native_to_builtins
-from service.errors import DecodeError, EncodeError
+from service.errors import DecodeError
 
 _ALIASES: Final[dict[str, str]] = {
     "application/json": JSON,
@@ -84,9 +91,7 @@ class AutoCodec:
         try:
             native = self._convert(obj)
         except Exception as exc:
-            raise EncodeError(
-                type(exc).__name__, codec=self.name, reason="encode"
-            ) from exc
+            raise as_encode_error(self.name, exc) from exc
         return self._output.encode(native)
 
     def to_builtins(self, obj: Any, /) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The codec interface and the one place library errors become `DecodeError`.
+"""The codec interface and the one place library errors become `DecodeError` (and
+`EncodeError`).
 
 A codec is constructed once per schema with its target type bound (nothing is built
 per message). `decode` is the safe entry point: it raises only `DecodeError`.
@@ -17,7 +18,7 @@ import msgspec
 import pydantic
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 
-from service.errors import DecodeError
+from service.errors import DecodeError, EncodeError
 
 T = TypeVar("T")
 
@@ -100,6 +101,15 @@ def as_decode_error(codec: str, exc: BaseException) -> DecodeError:
         reason="decode",
         cause_type=f"{cause.__module__}.{cause.__qualname__}",
     )
+
+
+def as_encode_error(codec: str, exc: BaseException) -> EncodeError:
+    """Turn any library exception into an `EncodeError` named by its type only."""
+    if isinstance(exc, EncodeError):
+        return exc
+    error = EncodeError(type(exc).__name__, codec=codec, reason="encode")
+    error.__cause__ = exc
+    return error
 
 
 def safe_decode(codec: str, decode: Callable[[bytes], T], data: bytes) -> T:

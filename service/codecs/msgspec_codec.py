@@ -7,8 +7,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from service.codecs.base import JSON, MSGPACK, safe_decode
-from service.errors import EncodeError
+from service.codecs.base import JSON, MSGPACK, as_encode_error, safe_decode
 
 S = TypeVar("S", bound=msgspec.Struct)
 
@@ -38,9 +37,7 @@ class _MsgspecCodec(Generic[S]):
         try:
             out: bytes = encode(obj)
         except Exception as exc:
-            raise EncodeError(
-                type(exc).__name__, codec=self.name, reason="encode"
-            ) from exc
+            raise as_encode_error(self.name, exc) from exc
         return out
 
 

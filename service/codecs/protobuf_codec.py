@@ -17,8 +17,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.internal import api_implementation
 from google.protobuf.message import Message
 
-from service.codecs.base import PROTOBUF, safe_decode
-from service.errors import EncodeError
+from service.codecs.base import PROTOBUF, as_encode_error, safe_decode
 
 P = TypeVar("P", bound=Message)
 
@@ -81,9 +80,7 @@ class ProtobufCodec(Generic[P]):
         try:
             return obj.SerializeToString()
         except Exception as exc:
-            raise EncodeError(
-                type(exc).__name__, codec=self.name, reason="encode"
-            ) from exc
+            raise as_encode_error(self.name, exc) from exc
 
     def to_builtins(self, obj: P, /) -> dict[str, Any]:
         return message_to_builtins(obj)

@@ -17,8 +17,7 @@ import msgspec
 import orjson
 from pydantic import BaseModel
 
-from service.codecs.base import JSON, safe_decode
-from service.errors import EncodeError
+from service.codecs.base import JSON, as_encode_error, safe_decode
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -49,9 +48,7 @@ class _PydanticCodec(Generic[M]):
         try:
             return self._encode(obj)
         except Exception as exc:
-            raise EncodeError(
-                type(exc).__name__, codec=self.name, reason="encode"
-            ) from exc
+            raise as_encode_error(self.name, exc) from exc
 
     def _encode(self, obj: M) -> bytes:
         raise NotImplementedError
