@@ -15,6 +15,8 @@ from abrunner.plan import Plan, Profile
 from abrunner.results import FIGURES, IN_PROCESS_FIGURES, CaseResult, InProcess, Report
 
 SAMPLE = Path(__file__).resolve().parents[2] / "docs" / "sample-report"
+OLD_REPORT = Path(__file__).resolve().parents[1] / "fixtures" / "old-report"
+"""A report.json written before the GC and in-process (codec-bench) columns."""
 
 
 def result(
@@ -272,9 +274,9 @@ class TestRedraw:
             }
 
     def test_old_report_has_no_new_columns(self, tmp_path: Path) -> None:
-        old = abreport.read(SAMPLE / "report.json")  # written before GC and bench
+        old = abreport.read(OLD_REPORT / "report.json")
         assert not old.interrupted and old.in_process == []
-        shutil.copy(SAMPLE / "report.json", tmp_path)
+        shutil.copy(OLD_REPORT / "report.json", tmp_path)
         assert abreport.main([str(tmp_path)]) == 0
         headers = next(iter(md_table((tmp_path / "report.md").read_text()).values()))
         assert not {"GC ms/s", "decode us", "decode us in-process"} & set(headers)
