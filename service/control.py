@@ -1,10 +1,14 @@
-"""The control plane: `/metrics`, `/healthz`, `/readyz` from a small threaded server.
+"""The control plane: `/metrics`, `/healthz`, `/readyz` from a small server thread.
 
-It serves from a daemon thread, so the consume loop keeps the main thread to itself.
-Performance note: the server must leave the loop alone between scrapes. An asyncio
-(uvloop + aiohttp) server in a thread cost the loop 0.5-1.1 us a message on this
-machine (msgspec-json, 300k-message drains), 7-15 % of the whole per-message cost;
-stdlib `http.server` sleeps in `select` and wakes twice a second, which is free.
+It serves from one daemon thread, one request at a time, so the consume loop keeps
+the main thread to itself. Performance note: the server must leave the loop alone
+between scrapes. An asyncio (uvloop + aiohttp) server in a thread cost the loop
+0.5-1.1 us a message on this machine (msgspec-json, 300k-message drains), 7-15 % of
+the whole per-message cost; stdlib `http.server` sleeps in `select` and wakes twice
+a second, which is free. Requests are served in that thread rather than in a thread
+each: a scrape takes ~2 ms, starting a thread for it costs more than waiting, and
+all the control plane's CPU stays on one thread a profiler or a benchmark can see.
+A client that stops talking is dropped after `CLIENT_TIMEOUT_S`.
 """
 
 from __future__ import annotations
@@ -13,11 +17,15 @@ import errno
 import socket
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Final
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from service.errors import ConfigError
+
+CLIENT_TIMEOUT_S: Final = 5.0
+"""A connection idle this long is closed, so a stuck client cannot hold the probes."""
 
 
 def bind_error(
@@ -69,7 +77,7 @@ class ControlPlane:
         self._registry = registry
         self._host, self.port = host, port
         self._ready, self._healthy = ready, healthy
-        self._server: ThreadingHTTPServer | None = None
+        self._server: HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     def start(self, timeout: float = 10.0) -> int:
@@ -79,10 +87,9 @@ class ControlPlane:
             ConfigError: it cannot listen there (port in use, foreign address).
         """
         try:
-            self._server = ThreadingHTTPServer((self._host, self.port), self._handler())
+            self._server = HTTPServer((self._host, self.port), self._handler())
         except OSError as exc:
             raise bind_error(exc, self._host, self.port) from None
-        self._server.daemon_threads = True
         self.port = int(self._server.server_address[1])
         self._thread = threading.Thread(
             target=self._server.serve_forever,
@@ -106,6 +113,8 @@ class ControlPlane:
         plane = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = CLIENT_TIMEOUT_S
+
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
