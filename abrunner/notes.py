@@ -24,7 +24,7 @@ _LEGEND: Final = {
     "load window",
     "GC per 1k msgs": "cyclic garbage collections, all generations "
     "(`worker_gc_collections_total`), per 1,000 messages handled",
-    "decode us": "median of the worker's sampled single decodes: every 16th "
+    "decode us": "median of the worker's sampled single decodes: every 32nd "
     "message timed with `perf_counter_ns` (wall time), from the "
     "`worker_decode_seconds` histogram; report.json keeps their mean too "
     "(`decode_us`)",

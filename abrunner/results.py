@@ -36,9 +36,9 @@ class CaseResult(msgspec.Struct, kw_only=True, omit_defaults=True):
         e2e_p50_ms: median end-to-end latency (None in max mode).
         e2e_p99_ms: 99th percentile end-to-end latency.
         e2e_p999_ms: 99.9th percentile end-to-end latency.
-        decode_us: mean of the worker's sampled single decodes (reports before
-            sampling: a batch's decode time over its size).
-        decode_p50_us: median of the worker's sampled single decodes (every 16th
+        decode_us: mean of the worker's sampled single decodes (in reports written
+            before the worker sampled: a batch's decode time over its size).
+        decode_p50_us: median of the worker's sampled single decodes (every 32nd
             message timed with `perf_counter_ns`: wall time, preemption included),
             from the `worker_decode_seconds` histogram's delta.
         handle_us: mean business-logic time per message.

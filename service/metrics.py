@@ -60,14 +60,14 @@ class Metrics:
         ).labels(codec)
         self.decode_seconds = BatchHistogram(
             "worker_decode_seconds",
-            "Decode CPU time per message (a batch's decode time over its size).",
+            "Wall time of single decodes (every 32nd message is timed).",
             PER_MESSAGE_BUCKETS,
             ["codec"],
             registry,
         ).labels(codec)
         self.handle_seconds = BatchHistogram(
             "worker_handle_seconds",
-            "Business-logic CPU time per message (a batch's time over its size).",
+            "Wall time of the business logic of single messages (those decode-timed).",
             PER_MESSAGE_BUCKETS,
             ["codec"],
             registry,

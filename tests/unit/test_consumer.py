@@ -23,8 +23,28 @@ from tests.fakes import FakeConsumer, FakeMessage, FakeProducer
 PAYLOADS = make_payloads("medium", 50, seed=11)
 
 
+@pytest.fixture(params=[1, 2, 10_000], ids=["timed", "alternate", "run"])
+def decode_every(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> int:
+    """Each test once per way through the loop (see `Rig`)."""
+    every: int = request.param
+    monkeypatch.setattr(Rig, "decode_every", every)
+    return every
+
+
+pytestmark = pytest.mark.usefixtures("decode_every")
+
+
 class Rig:
-    """A loop wired to fakes, with its metrics registry."""
+    """A loop wired to fakes, with its metrics registry.
+
+    `decode_every` (the loop's `decode_sample_every`) is set for each test by the
+    `decode_every` fixture: every message through the timed path, every other
+    one, or none of them, so both per-message paths meet every case.
+    """
+
+    decode_every = 1
 
     def __init__(
         self,
@@ -38,6 +58,7 @@ class Rig:
         step: Any = "aggregate",
         max_attempts: int = 1,
         every: int = 1,
+        decode_every: int | None = None,
     ) -> None:
         self.events: list[str] = []
         self.assigned: set[int] = set()
@@ -66,7 +87,7 @@ class Rig:
             batch_size=100,
             batch_timeout_s=0.01,
             latency_sample_every=every,
-            decode_sample_every=1,
+            decode_sample_every=decode_every or self.decode_every,
             max_attempts=max_attempts,
         )
 
@@ -135,7 +156,10 @@ class TestHappyPath:
             rig.sample("worker_e2e_latency_seconds_count", codec="msgspec-msgpack")
             == 30
         )
-        assert rig.sample("worker_decode_seconds_count", codec="msgspec-msgpack") == 30
+        assert (
+            rig.sample("worker_decode_seconds_count", codec="msgspec-msgpack")
+            == 30 // Rig.decode_every
+        )
         assert rig.sample("worker_batch_messages_count") == 1
         assert rig.producer.produced == []
 
@@ -173,6 +197,64 @@ class TestHappyPath:
         ticks: list[int] = []
         rig.loop.run(lambda: len(ticks) >= 3, lambda: ticks.append(1))
         assert rig.ok() == 2 and len(ticks) == 3
+
+
+class TestPaths:
+    """Both per-message paths and every loop variant sort messages the same way."""
+
+    def test_decode_timed_every_kth_message_across_batches(self) -> None:
+        rig = Rig(decode_every=4)
+        rig.process([rig.msg(i) for i in range(10)])
+        rig.process([rig.msg(i) for i in range(10, 17)])
+        # Stream positions 3, 7, 11 and 15; each timed decode is one observation.
+        assert rig.sample("worker_decode_seconds_count", codec="msgspec-msgpack") == 4
+        assert rig.sample("worker_handle_seconds_count", codec="msgspec-msgpack") == 4
+        assert rig.ok() == 17
+
+    @pytest.mark.parametrize("step", ["noop", "aggregate"])
+    @pytest.mark.parametrize("codec", ["msgspec-msgpack", "auto"])
+    def test_every_kind_of_message(self, step: str, codec: CodecName) -> None:
+        """Good, undecodable, empty, oversize and a consumer error in one batch, with
+        and without logic, plain and general loop: each counted once, as itself."""
+        rig = Rig(codec, step=step, limit=1500)
+        good = get_codec("msgspec-msgpack", "medium")
+        headers: list[tuple[str, bytes | None]] = [
+            (SENT_NS, b"1700000000000000000"),
+            ("content-type", b"application/vnd.msgpack"),
+        ]
+        values = [good.encode(good.from_builtins(PAYLOADS[i])) for i in range(3)]
+        error = FakeMessage(
+            b"transport", -1, -1001, _error=KafkaError(KafkaError._TRANSPORT)
+        )
+        batch = [
+            rig.msg(0, value=values[0], headers=headers),
+            rig.msg(1, value=b"\xc1", headers=headers),
+            rig.msg(2, value=values[1], headers=headers),
+            error,
+            rig.msg(3, value=b"x" * 2000, headers=headers),
+            rig.msg(4, value=values[2], headers=headers),
+        ]
+        batch.append(rig.msg(5, headers=headers))
+        batch[-1]._value = None
+        rig.process(batch)
+        reasons = [dict(r["headers"])["x-dlq-reason"] for r in rig.producer.acked]
+        assert reasons == [b"decode", b"oversize", b"empty"]
+        assert rig.ok() == 3
+        name = rig.codec.name
+        assert (
+            rig.sample("worker_messages_total", codec=name, outcome="decode_error") == 3
+        )
+        assert rig.sample("worker_consumer_errors_total", code="_TRANSPORT") == 1
+        assert rig.sample("worker_bytes_total", codec=name) == sum(map(len, values))
+        assert rig.consumer.stored == [[("in", 0, 6)]]
+
+    def test_a_fatal_consumer_error_stops_before_the_store(self) -> None:
+        rig = Rig(step="noop")
+        fatal = KafkaError(KafkaError._FATAL, fatal=True)
+        error = FakeMessage(b"fatal", -1, -1001, _error=fatal)
+        with pytest.raises(FatalError, match="fatal consumer error"):
+            rig.process([rig.msg(0), error, rig.msg(1)])
+        assert rig.consumer.stored == []
 
 
 class TestPoison:

@@ -23,7 +23,7 @@ from service.handlers import FLAKY_EVERY, Handler
 from service.hold import FIRST_BACKOFF_S, MAX_BACKOFF_S, Hold
 from service.logging import configure_logging
 from tests.fakes import FakeProducer
-from tests.unit.test_consumer import Rig
+from tests.unit.test_consumer import Rig, decode_every  # noqa: F401 (a fixture)
 
 TIMED_OUT = KafkaError(KafkaError._MSG_TIMED_OUT)
 NO_TOPIC = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)
@@ -55,6 +55,7 @@ def held_rig(fail: Switch) -> tuple[Rig, Clock]:
     return rig, clock
 
 
+@pytest.mark.usefixtures("decode_every")
 class TestDeliveryFailure:
     """RELIABILITY P4: pause, keep polling, retry with back-off, never store past."""
 
@@ -153,6 +154,7 @@ class TestLateReports:
         assert confirmed.confirm() == 0
 
 
+@pytest.mark.usefixtures("decode_every")
 class TestDroppedCount:
     def test_a_dropped_value_counts_once_acknowledged_not_per_attempt(self) -> None:
         producer = FakeProducer(refuse_with=lambda r: TOO_LARGE if r["value"] else None)
@@ -166,6 +168,7 @@ class TestDroppedCount:
         assert confirmed.values_dropped == 1
 
 
+@pytest.mark.usefixtures("decode_every")
 class TestOversize:
     """A dead letter the DLQ cannot take whole keeps its trace, never stops."""
 
@@ -208,6 +211,7 @@ class Failing:
             raise LogicError("not yet")
 
 
+@pytest.mark.usefixtures("decode_every")
 class TestRetryBudget:
     """RELIABILITY P5: retried in place up to the budget, then the DLQ."""
 
