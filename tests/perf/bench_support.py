@@ -55,10 +55,16 @@ def log(msg: str) -> None:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of `pid` so far (from /proc/<pid>/stat)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS
+    """CPU seconds of `pid`'s threads so far, to the nanosecond.
+
+    The sum of each thread's `/proc/<pid>/task/<tid>/schedstat` run time: a drain's
+    threads live as long as the process, and `/proc/<pid>/stat`'s user + system
+    time comes in 10 ms clock ticks, 1 % of a fast codec's 1-second drain."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with suppress(OSError), open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+            total += int(f.read().split()[0])
+    return total / 1e9
 
 
 def fresh_topic(stack: ExitStack, bootstrap: str, codec: str, partitions: int) -> str:
