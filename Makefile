@@ -70,6 +70,9 @@ bench-fixed-rate: setup  ## Worker vs a bare loop on the same 40k msg/s traffic:
 bench-overhead: setup  ## What the worker's loop adds to a bare decode loop, in-process, every codec
 	$(PY) -m tests.perf.bench_overhead
 
+bench-instructions: setup  ## Instructions per message the worker's loop adds to a bare decode loop (callgrind, deterministic)
+	$(PY) -m tests.perf.bench_instructions
+
 bench-gc: setup  ## What the GC policy (freeze, thresholds, collect between batches) does per codec
 	$(PY) -m tests.perf.bench_gc
 
@@ -105,4 +108,4 @@ down:  ## Stop the compose stack and drop its volumes
 clean:  ## Remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-fixed-rate bench-overhead bench-gc codec-bench bench-loadgen faults faults-fast fuzz kafka-start kafka-stop up down clean
+.PHONY: help ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-fixed-rate bench-overhead bench-instructions bench-gc codec-bench bench-loadgen faults faults-fast fuzz kafka-start kafka-stop up down clean

@@ -3,6 +3,8 @@
 #   prometheus, promtool  Debian's `prometheus` (tests/integration/test_prometheus.py)
 #   docker-compose        Debian's `docker-compose` (`docker-compose config -q` in
 #                         tests/deploy/; no Docker engine is needed)
+#   valgrind              Debian's `valgrind` (`make bench-instructions` counts the hot
+#                         loop's instructions with callgrind)
 #   kustomize             only when neither `kustomize` nor `kubectl kustomize` works:
 #                         built from its Go module when Go is present (else the k8s
 #                         build checks in tests/deploy/ are skipped)
@@ -43,6 +45,7 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
   missing+=(prometheus)
 fi
 command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
+command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
 
 if [ "${#missing[@]}" -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
