@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from localkafka import create_topic, delete_topic
 from service.children import die_with_parent, free_port
 from service.codecs import get_codec
-from service.config import ProcessingSettings
+from service.config import MetricsSettings, ProcessingSettings
 from service.headers import SENT_NS
 from service.histogram import LATENCY_BUCKETS, quantile
 
@@ -36,6 +36,11 @@ fast costs the measurement nothing and catches the first message within 50 ms.""
 
 WORKER_DEFAULTS: Final = ProcessingSettings()
 """The worker's own defaults: the bare loop consumes with the same batch and wait."""
+
+LATENCY_SAMPLE_EVERY: Final = MetricsSettings().latency_sample_every
+"""The worker's default e2e sampling, which the timed bare loop copies: converting a
+message's headers costs 1.8-4.5 us, so a bare loop timing every message would spend
+~10 % of a core on it at 40k msg/s and flatter the worker's CPU."""
 
 _MIN_SLEEP_S: Final = 0.25
 """Shortest gap between drain samples: an idle consumer polls at ~1.6 % of a core,
@@ -54,17 +59,43 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def cpu_seconds(pid: int) -> float:
-    """CPU seconds of `pid`'s threads so far, to the nanosecond.
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds so far of each of `pid`'s threads, by `tid:name`, to the ns.
 
-    The sum of each thread's `/proc/<pid>/task/<tid>/schedstat` run time: a drain's
-    threads live as long as the process, and `/proc/<pid>/stat`'s user + system
-    time comes in 10 ms clock ticks, 1 % of a fast codec's 1-second drain."""
-    total = 0
+    From each thread's `/proc/<pid>/task/<tid>/schedstat` run time: a drain's
+    threads live as long as the process (the control plane serves in one thread),
+    and `/proc/<pid>/stat`'s user + system time comes in 10 ms clock ticks, 1 % of a
+    fast codec's 1-second drain."""
+    out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
-        with suppress(OSError), open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-            total += int(f.read().split()[0])
-    return total / 1e9
+        with suppress(OSError):
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                out[f"{tid}:{name}"] = int(f.read().split()[0]) / 1e9
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds of all of `pid`'s threads so far (`thread_cpu`)."""
+    return sum(thread_cpu(pid).values())
+
+
+def steal_seconds() -> float:
+    """CPU time the hypervisor took from this machine's CPUs so far (`/proc/stat`):
+    a drain during which it grows ran on a machine busy elsewhere."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return int(fields[8]) / _TICKS
+
+
+def _by_role(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Per-thread CPU deltas summed by thread name (`rdk:broker1`, `python`, ...)."""
+    out: dict[str, float] = {}
+    for key, cpu in after.items():
+        name = key.split(":", 1)[1]
+        out[name] = out.get(name, 0.0) + cpu - before.get(key, 0.0)
+    return {k: round(v, 3) for k, v in sorted(out.items()) if v >= 0.001}
 
 
 def fresh_topic(stack: ExitStack, bootstrap: str, codec: str, partitions: int) -> str:
@@ -129,13 +160,14 @@ def _bare_timed(
     consumer: Any, decode: Callable[[bytes], Any], shared: Any, batch: int, t: float
 ) -> array[int]:
     consume, n, lat = consumer.consume, 0, array("q")
-    append = lat.append
+    append, every = lat.append, LATENCY_SAMPLE_EVERY
     while not shared[_STOP]:
         msgs = consume(batch, t)
         for m in msgs:
             decode(m.value())
         now = time.time_ns()  # "processed": after the batch, as the worker stamps it
-        for m in msgs:
+        # Every k-th message of the stream, as the worker samples.
+        for m in msgs[(-n) % every :: every]:
             for key, value in m.headers():
                 if key == SENT_NS:  # the load generator writes it first: one compare
                     append(now - int(value))
@@ -346,7 +378,7 @@ def wait_until(what: str, done: Callable[[], bool], timeout: float) -> None:
 
 def measure_drain(
     pid: int, progress: Callable[[], int], total: int, interval: float, limit: float
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """CPU and progress of `pid` from its first message until `total` are done.
 
     Start-up is excluded: the first sample is the first that sees progress (polled
@@ -363,14 +395,15 @@ def measure_drain(
             raise TimeoutError(f"pid {pid}: no message in {limit:.0f} s")
         time.sleep(_PRESTART_POLL_S)
         n = progress()
-    cpu0, t0, n0, samples, delay = cpu_seconds(pid), time.monotonic(), n, 1, interval
+    threads0, steal0 = thread_cpu(pid), steal_seconds()
+    t0, n0, samples, delay = time.monotonic(), n, 1, interval
     while n < total:
         if time.monotonic() > deadline:
             raise TimeoutError(f"pid {pid}: {n} of {total} messages in {limit:.0f} s")
         time.sleep(delay)
-        n, cpu, now, samples = (
+        n, threads, now, samples = (
             progress(),
-            cpu_seconds(pid),
+            thread_cpu(pid),
             time.monotonic(),
             samples + 1,
         )
@@ -382,10 +415,13 @@ def measure_drain(
         )
     if n == n0:
         raise RuntimeError(f"pid {pid} drained the topic before the first sample")
+    cpu = sum(threads.values()) - sum(threads0.values())
     return {
         "messages": n - n0,
-        "cpu_s": round(cpu - cpu0, 3),
+        "cpu_s": round(cpu, 3),
         "wall_s": round(now - t0, 3),
         "samples": samples,
-        "msgs_per_cpu_s": round((n - n0) / max(cpu - cpu0, 1e-9)),
+        "msgs_per_cpu_s": round((n - n0) / max(cpu, 1e-9)),
+        "threads_cpu_s": _by_role(threads0, threads),
+        "steal_s": round(steal_seconds() - steal0, 2),
     }
