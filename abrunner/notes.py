@@ -25,7 +25,8 @@ _LEGEND: Final = {
     "GC per 1k msgs": "cyclic garbage collections, all generations "
     "(`worker_gc_collections_total`), per 1,000 messages handled",
     "decode us": "median of the worker's sampled single decodes: every 32nd "
-    "message timed with `perf_counter_ns` (wall time), from the "
+    "message timed with `perf_counter_ns` (wall time, less the clock's own cost, "
+    "`worker_timer_overhead_seconds`), from the "
     "`worker_decode_seconds` histogram; report.json keeps their mean too "
     "(`decode_us`)",
     "decode us in-process": "the same decoder in a tight loop in the runner's "
