@@ -347,6 +347,7 @@ class TestRun:
             assert rig.worker.run() == 0
         assert rig.consumer.subscribed == [TOPIC]
         worker = rig.worker
+        assert worker._admin is None  # released once the start-up checks were done
         assert rig.consumer.rebalance == {
             "assign": worker._on_assign,
             "revoke": worker._on_revoke,
