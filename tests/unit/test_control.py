@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -19,6 +20,7 @@ def plane(monkeypatch: pytest.MonkeyPatch) -> Iterator[ControlPlane]:
     monkeypatch.setattr(control, "CLIENT_TIMEOUT_S", 0.2)
     registry = CollectorRegistry()
     Counter("probe", "A metric to find.", registry=registry).inc()
+    Counter("other", "A metric to leave out.", registry=registry).inc()
     plane = ControlPlane(
         registry, "127.0.0.1", 0, ready=lambda: "no partitions assigned", healthy=bool
     )
@@ -35,6 +37,13 @@ class TestControlPlane:
         assert http_status(plane.port, "/healthz") == 503  # healthy=bool(): False
         assert http_status(plane.port, "/readyz") == 503
         assert http_status(plane.port, "/nothing") == 404
+
+    @pytest.mark.parametrize("query", ["name[]=probe_total", "name%5B%5D=probe_total"])
+    def test_names_select_series(self, plane: ControlPlane, query: str) -> None:
+        url = f"http://127.0.0.1:{plane.port}/metrics?{query}"
+        with urllib.request.urlopen(url, timeout=5) as r:
+            text = r.read().decode()
+        assert "probe_total 1.0" in text and "other" not in text
 
     def test_no_thread_per_request(self, plane: ControlPlane) -> None:
         before = threading.active_count()
