@@ -151,7 +151,8 @@ def _bare_drain(
     while not shared[_STOP]:
         msgs = consume(batch, t)
         for m in msgs:
-            decode(m.value())
+            if m.error() is None:  # an error event is not a message
+                decode(m.value())
         n += len(msgs)
         shared[_DONE] = n
 
@@ -164,7 +165,8 @@ def _bare_timed(
     while not shared[_STOP]:
         msgs = consume(batch, t)
         for m in msgs:
-            decode(m.value())
+            if m.error() is None:  # an error event is not a message
+                decode(m.value())
         now = time.time_ns()  # "processed": after the batch, as the worker stamps it
         # Every k-th message of the stream, as the worker samples.
         for m in msgs[(-n) % every :: every]:

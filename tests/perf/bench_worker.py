@@ -7,13 +7,15 @@ machine. Progress goes to stderr, the result to stdout (`--json`: one object).
 
 The two contenders, each in its own process with a fresh consumer group:
 
-- `bare`: the least a Python consumer of this traffic can do. A confluent-kafka
-  `Consumer` with default settings (auto-commit; `auto.offset.reset=earliest`, as
-  the worker's), `consume(batch, timeout)` with the worker's default batch size and
-  wait (500, 5 ms), then per message `decode(m.value())` with the codec's own
-  library decoder (`get_codec(codec, "medium").decode_unchecked`), the object
-  dropped at once. Per batch it also stores its progress in shared memory and
-  checks a stop flag (~0.2 us a batch).
+- `bare`: the least a correct Python consumer of this traffic can do. A
+  confluent-kafka `Consumer` with default settings (auto-commit;
+  `auto.offset.reset=earliest`, as the worker's), `consume(batch, timeout)` with the
+  worker's default batch size and wait (500, 5 ms), then per message `if
+  m.error() is None: decode(m.value())` with the codec's own library decoder
+  (`get_codec(codec, "medium").decode_unchecked`), the object dropped at once. The
+  error check is what confluent-kafka's own example consumer does: without it an
+  error event's text would be decoded as a message. Per batch it also stores its
+  progress in shared memory and checks a stop flag (~0.2 us a batch).
 - `worker`: `python -m service --codec C --schema medium --logic noop`, everything
   else at its defaults (`--batch-size` here passes one to both): offsets stored
   after each batch, the dead-letter producer armed, metrics updated per batch, the
