@@ -147,8 +147,8 @@ class Worker:
                 consumer = self.consumer = self._consumer()
                 stack.callback(self._close_consumer)
                 producer = self._producer()
-                # The start-up checks and the producer's sizing are done: an idle
-                # AdminClient's threads would wake ~15 times a second for good.
+                # The start-up checks and the producer's sizing are done: the
+                # AdminClient would keep four idle librdkafka threads for good.
                 self._admin = None
                 p = s.processing
                 if producer is not None:  # bounded: a stalled broker must not hang us

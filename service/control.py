@@ -113,7 +113,7 @@ class ControlPlane:
     def exposition(self, query: str = "") -> bytes:
         """The metrics in Prometheus' text format; `name[]=N` (repeatable) keeps
         only those series, as prometheus_client's own handlers do: a tool polling
-        one counter pays ~0.05 ms instead of a full scrape's ~2 ms."""
+        one counter costs the worker ~0.2 ms of CPU instead of a full scrape's ~2 ms."""
         names = parse_qs(query).get("name[]")
         registry = self._registry
         return generate_latest(
