@@ -43,7 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
-from tests.perf.bench_worker import DEFAULT_CODECS
+from tests.perf.bench_worker import DEFAULT_CODECS, _codecs
 
 BATCH: Final = 500
 CONTENDERS: Final = ("bare", "checked", "run", "handle_each", "process")
@@ -206,7 +206,12 @@ def parser() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--codecs", default=",".join(DEFAULT_CODECS), help="comma-separated")
+    p.add_argument(
+        "--codecs",
+        type=_codecs,
+        default=",".join(DEFAULT_CODECS),
+        help="comma-separated wire codecs",
+    )
     p.add_argument(
         "--messages", type=int, default=10_000, help="messages per contender"
     )
@@ -221,7 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         child(args.child, args.messages)
         return
-    codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
+    codecs: list[str] = args.codecs
     with ThreadPoolExecutor(args.jobs) as pool:
         counts = dict(
             zip(
