@@ -147,9 +147,7 @@ class Worker:
                 consumer = self.consumer = self._consumer()
                 stack.callback(self._close_consumer)
                 producer = self._producer()
-                # The start-up checks and the producer's sizing are done: the
-                # AdminClient would keep four idle librdkafka threads for good.
-                self._admin = None
+                self._admin = None  # checks done: free its four librdkafka threads
                 p = s.processing
                 if producer is not None:  # bounded: a stalled broker must not hang us
                     flush_s = min(p.delivery_timeout_s, p.shutdown_timeout_s)
