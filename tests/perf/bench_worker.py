@@ -113,7 +113,7 @@ def _drain_once(
     codec: str,
     total: int,
 ) -> dict[str, Any]:
-    batch = args.batch_size or WORKER_DEFAULTS.batch_size
+    batch = args.bare_batch_size or args.batch_size or WORKER_DEFAULTS.batch_size
     contender: BareConsumer | WorkerProcess
     if who == "bare":
         timeout = WORKER_DEFAULTS.batch_timeout_ms / 1000
@@ -179,6 +179,9 @@ def drain(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
         "partitions": args.partitions,
         "rounds": args.rounds,
         "batch_size": args.batch_size or WORKER_DEFAULTS.batch_size,
+        "bare_batch_size": args.bare_batch_size
+        or args.batch_size
+        or WORKER_DEFAULTS.batch_size,
         "codecs": codecs,
         "target_ratio": DRAIN_TARGET,
         "below_target": below,
@@ -188,7 +191,8 @@ def drain(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
 def print_drain(res: dict[str, Any]) -> None:
     print(
         f"{res['messages']:,} medium order events per codec, {res['partitions']} "
-        f"partitions, batch {res['batch_size']}; msgs per CPU-second, best / median"
+        f"partitions, batch {res['batch_size']} (bare {res['bare_batch_size']}); "
+        "msgs per CPU-second, best / median"
     )
     head = ("codec", "bare msg/CPU-s", "worker msg/CPU-s", "best", "median", "paired")
     print(
@@ -250,6 +254,13 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="consume() batch of both contenders; unset: the worker's default, "
         f"{WORKER_DEFAULTS.batch_size}, and no --batch-size flag for it",
+    )
+    add(
+        "--bare-batch-size",
+        type=int,
+        default=None,
+        help="drain: the bare loop's consume() batch alone (e.g. 1000 against the "
+        "worker's default); unset: as --batch-size",
     )
     add(
         "--sample-interval",
