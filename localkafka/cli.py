@@ -189,6 +189,9 @@ def resolve_bootstrap(
     return FALLBACK_BOOTSTRAP
 
 
+_STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+
+
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
@@ -209,28 +212,34 @@ def _start(args: argparse.Namespace) -> int:
     if args.foreground:
         # before anything is printed: a SIGTERM right after start must stop cleanly
         signal.signal(signal.SIGTERM, _interrupt)
+    handed_off = False  # detached and announced: the broker outlives this process
+    # one try from start to exit: a signal lands between two statements, any of them
     try:
         bootstrap = kafka.start(timeout=args.timeout)
-    except KeyboardInterrupt:
-        kafka.stop()
-        return 0
-    if (pid := kafka.pid) is None:
-        raise LocalKafkaError("the broker exited right after it started")
-    write_state(
-        data_dir, BrokerState(pid=pid, bootstrap=bootstrap, version=kafka_version())
-    )
-    print(bootstrap, flush=True)
-    if not args.foreground:
-        return 0
-    try:
+        if (pid := kafka.pid) is None:
+            raise LocalKafkaError("the broker exited right after it started")
+        state = BrokerState(pid=pid, bootstrap=bootstrap, version=kafka_version())
+        write_state(data_dir, state)
+        print(bootstrap, flush=True)
+        if not args.foreground:
+            handed_off = True
+            return 0
         code = kafka.wait()
         print(f"{PROG}: broker exited with code {code}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 0
     finally:
-        kafka.stop()
-        clear_state(data_dir)
+        if not handed_off:
+            # a second Ctrl-C or SIGTERM must not cut the stop short (it is bounded:
+            # SIGTERM, then SIGKILL after a timeout)
+            held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in _STOP_SIGNALS}
+            try:
+                kafka.stop()
+                clear_state(data_dir)
+            finally:
+                for sig, handler in held.items():
+                    signal.signal(sig, handler)
 
 
 def _stop(args: argparse.Namespace) -> int:
