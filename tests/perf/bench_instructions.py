@@ -57,15 +57,12 @@ nothing else here does (`os.getpid()` is called by libraries as they load)."""
 
 def _contenders(codec_name: str, count: int) -> dict[str, Callable[[], None]]:
     import confluent_kafka
-    from prometheus_client import CollectorRegistry
 
     from loadgen.payloads import make_payloads
     from service.codecs import get_codec
-    from service.consumer import BatchLoop
     from service.headers import CONTENT_TYPE, RUN_ID, SENT_NS, SEQ
     from service.hotpath import Tally
-    from service.metrics import Metrics
-    from service.poison import PoisonHandler
+    from tests.perf.bench_support import in_process_loop
 
     codec = get_codec(codec_name, "medium")  # type: ignore[arg-type]
     values = [
@@ -88,20 +85,8 @@ def _contenders(codec_name: str, count: int) -> dict[str, Callable[[], None]]:
         for i in range(count)
     ]
     batches = [msgs[i : i + BATCH] for i in range(0, count, BATCH)]
-    metrics = Metrics(CollectorRegistry(), codec=codec_name, schema="medium")
     stub: Any = _StubConsumer()
-    loop = BatchLoop(
-        stub,
-        codec=codec,
-        step=None,
-        metrics=metrics,
-        poison=PoisonHandler(metrics, codec=codec_name, group="g", dead_letters=None),
-        output=None,
-        max_payload_bytes=1 << 22,
-        batch_size=BATCH,
-        batch_timeout_s=0.005,
-        latency_sample_every=64,
-    )
+    loop = in_process_loop(stub, codec, codec_name, batch_size=BATCH)
     loop.assign([confluent_kafka.TopicPartition("in", p) for p in range(4)])
     decode, run, limit = codec.decode_unchecked, loop._path.run, 1 << 22
 

@@ -36,16 +36,12 @@ from contextlib import ExitStack
 from typing import Any
 
 from confluent_kafka import Consumer
-from prometheus_client import CollectorRegistry
 
 from localkafka import LocalKafka
 from service.codecs import REAL_CODECS, get_codec
-from service.config import MetricsSettings
-from service.consumer import DECODE_SAMPLE_EVERY, BatchLoop
+from service.consumer import DECODE_SAMPLE_EVERY
 from service.hotpath import Tally
-from service.metrics import Metrics
-from service.poison import PoisonHandler
-from tests.perf.bench_support import fill_topic, fresh_topic, log
+from tests.perf.bench_support import fill_topic, fresh_topic, in_process_loop, log
 from tests.perf.bench_worker import DEFAULT_CODECS
 
 BATCH = 500
@@ -91,19 +87,7 @@ def _codec(args: argparse.Namespace, bootstrap: str, name: str) -> dict[str, Any
         fresh = _Fresh(bootstrap, topic)
         stack.callback(fresh.consumer.close)
         codec = get_codec(name, "medium")  # type: ignore[arg-type]
-        metrics = Metrics(CollectorRegistry(), codec=name, schema="medium")
-        loop = BatchLoop(
-            fresh.consumer,
-            codec=codec,
-            step=None,
-            metrics=metrics,
-            poison=PoisonHandler(metrics, codec=name, group="g", dead_letters=None),
-            output=None,
-            max_payload_bytes=1 << 22,
-            batch_size=BATCH,
-            batch_timeout_s=0.005,
-            latency_sample_every=MetricsSettings().latency_sample_every,
-        )
+        loop = in_process_loop(fresh.consumer, codec, name, batch_size=BATCH)
         fresh.batches(BATCH)  # the assignment arrives with the first messages
         loop.assign(fresh.assigned)
         decode = codec.decode_unchecked

@@ -19,14 +19,18 @@ from multiprocessing.connection import Connection
 from typing import Any, Final
 
 import numpy as np
+from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from localkafka import create_topic, delete_topic
 from service.children import die_with_parent, free_port
 from service.codecs import get_codec
 from service.config import MetricsSettings, ProcessingSettings
+from service.consumer import BatchLoop
 from service.headers import SENT_NS
 from service.histogram import LATENCY_BUCKETS, quantile
+from service.metrics import Metrics
+from service.poison import PoisonHandler
 
 PROFILE: Final = "medium"
 _TICKS: Final = os.sysconf("SC_CLK_TCK")
@@ -96,6 +100,33 @@ def _by_role(before: dict[str, float], after: dict[str, float]) -> dict[str, flo
         name = key.split(":", 1)[1]
         out[name] = out.get(name, 0.0) + cpu - before.get(key, 0.0)
     return {k: round(v, 3) for k, v in sorted(out.items()) if v >= 0.001}
+
+
+def in_process_loop(
+    consumer: Any,
+    codec: Any,
+    codec_name: str,
+    *,
+    step: Callable[[Any], Any] | None = None,
+    batch_size: int = 500,
+    latency_sample_every: int | None = None,
+) -> BatchLoop:
+    """The worker's `BatchLoop` on `consumer` decoding with `codec` (medium profile,
+    metrics on, no DLQ or output topic), for the in-process benchmarks."""
+    metrics = Metrics(CollectorRegistry(), codec=codec_name, schema="medium")
+    every = latency_sample_every or MetricsSettings().latency_sample_every
+    return BatchLoop(
+        consumer,
+        codec=codec,
+        step=step,
+        metrics=metrics,
+        poison=PoisonHandler(metrics, codec=codec_name, group="g", dead_letters=None),
+        output=None,
+        max_payload_bytes=4 << 20,
+        batch_size=batch_size,
+        batch_timeout_s=0.005,
+        latency_sample_every=every,
+    )
 
 
 def fresh_topic(stack: ExitStack, bootstrap: str, codec: str, partitions: int) -> str:
