@@ -187,21 +187,15 @@ class BatchLoop:
         """
         run, timed, every = self._path.run, self._path.timed, self._decode_every
         n, i = len(msgs), self._next_timed
-        if i >= n:
-            self._next_timed = i - n
-            return run(msgs, tally)
-        nbytes = run(msgs[:i], tally) if i else 0
-        while True:
+        nbytes = start = 0
+        while i < n:
+            if i > start:
+                nbytes += run(msgs[start:i], tally)
             nbytes += timed(msgs[i], tally, decode_ns, handle_ns)
-            nxt = i + every
-            if nxt >= n:
-                break
-            if nxt > i + 1:
-                nbytes += run(msgs[i + 1 : nxt], tally)
-            i = nxt
-        if i + 1 < n:
-            nbytes += run(msgs[i + 1 :], tally)
-        self._next_timed = nxt - n
+            start, i = i + 1, i + every
+        if start < n:
+            nbytes += run(msgs[start:] if start else msgs, tally)
+        self._next_timed = i - n
         return nbytes
 
     # -- confirmation, offsets, errors ---------------------------------------------------
@@ -272,16 +266,10 @@ class BatchLoop:
                 m.logic_errors.inc(n_logic)
             if len(poison) - n_logic:
                 m.decode_errors.inc(len(poison) - n_logic)
-        # The clock's own cost is taken off each sample (`clock_overhead_ns`).
-        c = self._clock_ns
         if decode_ns:
-            m.decode_seconds.observe_many(
-                [(t - c) * 1e-9 if t > c else 0.0 for t in decode_ns]
-            )
+            m.decode_seconds.observe_many(_less_clock(decode_ns, self._clock_ns))
         if handle_ns:
-            m.handle_seconds.observe_many(
-                [(t - c) * 1e-9 if t > c else 0.0 for t in handle_ns]
-            )
+            m.handle_seconds.observe_many(_less_clock(handle_ns, self._clock_ns))
         m.bytes.inc(nbytes)
         m.batch_messages.observe(n)
         # Every k-th message of the stream (the phase carries across batches), so each
@@ -291,6 +279,12 @@ class BatchLoop:
         self._phase = (phase - len(msgs)) % every
         m.e2e_latency.observe_many(_latencies(sampled, time_ns()))
         self.processed += n
+
+
+def _less_clock(samples_ns: list[int], clock_ns: int) -> list[float]:
+    """Seconds of each timed sample less the clock's own cost (`clock_overhead_ns`);
+    a sample shorter than that cost counts as 0, never negative."""
+    return [(t - clock_ns) * 1e-9 if t > clock_ns else 0.0 for t in samples_ns]
 
 
 def _latencies(msgs: Sequence[KafkaMessage], now_ns: int) -> list[float]:

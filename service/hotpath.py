@@ -17,11 +17,11 @@ it every k-th message and the runs in between to `run`, so the histograms hold
 single decodes and the other messages pay nothing for the timing.
 
 Performance note: counted with callgrind (`make bench-instructions`, deterministic),
-the worker adds ~1,290 machine instructions a message to a bare `decode(m.value())`
-loop, the same for every codec: ~560 for the checks any safe loop makes
+the worker adds ~1,300 machine instructions a message to a bare `decode(m.value())`
+loop, the same for every codec: ~570 for the checks any safe loop makes
 (`m.error()`, the size limit), ~300 for the rest of `run`, ~170 for timing every
 32nd decode, ~270 for the per-batch metrics and offset store. The loop this replaced
-(a countdown and configuration tests per message) added ~1,800. Against a protobuf
+(a countdown and configuration tests per message) added ~1,830. Against a protobuf
 decode of a medium order event (12,700 instructions, the cheapest codec) that is
 10 %; in a real drain such a message costs ~3 us of CPU in all (`consume()` and
 librdkafka's fetch thread included), of which the worker's main thread spends 0.1-0.3

@@ -109,12 +109,11 @@ def in_process_loop(
     *,
     step: Callable[[Any], Any] | None = None,
     batch_size: int = 500,
-    latency_sample_every: int | None = None,
+    latency_sample_every: int = LATENCY_SAMPLE_EVERY,
 ) -> BatchLoop:
     """The worker's `BatchLoop` on `consumer` decoding with `codec` (medium profile,
     metrics on, no DLQ or output topic), for the in-process benchmarks."""
     metrics = Metrics(CollectorRegistry(), codec=codec_name, schema="medium")
-    every = latency_sample_every or MetricsSettings().latency_sample_every
     return BatchLoop(
         consumer,
         codec=codec,
@@ -125,7 +124,7 @@ def in_process_loop(
         max_payload_bytes=4 << 20,
         batch_size=batch_size,
         batch_timeout_s=0.005,
-        latency_sample_every=every,
+        latency_sample_every=latency_sample_every,
     )
 
 

@@ -113,10 +113,10 @@ def _drain_once(
     codec: str,
     total: int,
 ) -> dict[str, Any]:
-    batch = args.bare_batch_size or args.batch_size or WORKER_DEFAULTS.batch_size
     contender: BareConsumer | WorkerProcess
     if who == "bare":
         timeout = WORKER_DEFAULTS.batch_timeout_ms / 1000
+        batch = _bare_batch_size(args)
         contender = BareConsumer(bootstrap, topic, codec, batch, timeout)
     else:
         contender = WorkerProcess(bootstrap, topic, codec, args.batch_size)
@@ -179,9 +179,7 @@ def drain(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
         "partitions": args.partitions,
         "rounds": args.rounds,
         "batch_size": args.batch_size or WORKER_DEFAULTS.batch_size,
-        "bare_batch_size": args.bare_batch_size
-        or args.batch_size
-        or WORKER_DEFAULTS.batch_size,
+        "bare_batch_size": _bare_batch_size(args),
         "codecs": codecs,
         "target_ratio": DRAIN_TARGET,
         "below_target": below,
@@ -217,6 +215,11 @@ def print_drain(res: dict[str, Any]) -> None:
 
 
 # -- command line --------------------------------------------------------------------
+
+
+def _bare_batch_size(args: argparse.Namespace) -> int:
+    """The bare loop's consume() batch: its own flag, else both's, else the worker's."""
+    return int(args.bare_batch_size or args.batch_size or WORKER_DEFAULTS.batch_size)
 
 
 def _codecs(text: str) -> list[str]:
