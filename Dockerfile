@@ -35,6 +35,8 @@ RUN pip install --require-hashes -r requirements/bootstrap.txt \
 # The project's wheel. Build requirements ([build-system] in pyproject.toml) must match
 # the hashes pinned in the dev lock.
 COPY pyproject.toml README.md LICENSE ./
+COPY schemas/ schemas/
+COPY codec/ codec/
 COPY service/ service/
 COPY loadgen/ loadgen/
 COPY abrunner/ abrunner/

@@ -26,8 +26,8 @@ lock:  ## Re-resolve the hashed lock files from pyproject.toml
 	$(UV) pip compile pyproject.toml --generate-hashes --python-version 3.11 -q -o requirements/runtime.txt
 	$(UV) pip compile pyproject.toml --all-extras --group dev --generate-hashes --python-version 3.11 -q -o requirements/dev.txt
 
-proto: setup  ## Regenerate service/pb from schemas/*.proto
-	$(PY) -m grpc_tools.protoc -I schemas --python_out=service/pb --pyi_out=service/pb schemas/messages.proto
+proto: setup  ## Regenerate schemas/pb from schemas/*.proto
+	$(PY) -m grpc_tools.protoc -I schemas --python_out=schemas/pb --pyi_out=schemas/pb schemas/messages.proto
 
 format: setup  ## Format the code
 	$(VENV)/bin/ruff format .
@@ -38,7 +38,7 @@ lint: setup  ## ruff format --check and ruff check
 	$(VENV)/bin/ruff check .
 
 typecheck: setup  ## mypy --strict
-	$(VENV)/bin/mypy service loadgen abrunner localkafka codecbench schematool tests
+	$(VENV)/bin/mypy schemas codec service loadgen abrunner localkafka codecbench schematool tests
 
 test-unit: setup  ## Unit tests (no network)
 	$(PY) -m pytest tests/unit

@@ -42,7 +42,7 @@ from abrunner.config import TOOL, AbSettings
 from abrunner.plan import Plan, Profile
 from abrunner.report import markdown_table, tables, write
 from abrunner.results import CaseResult, Report
-from service.errors import ConfigError
+from schemas.errors import ConfigError
 from service.flags import KAFKA_FLAGS, Flag, add_flags
 
 INTERRUPTED: Final = 130

@@ -29,7 +29,7 @@ from abrunner import stats
 from abrunner.decisions import DECIDED, per_repeat
 from abrunner.report import COLUMNS, read
 from abrunner.results import Report, by_cpu
-from service.errors import ConfigError
+from schemas.errors import ConfigError
 
 PASSED: Final = 0
 REGRESSED: Final = 1

@@ -13,9 +13,9 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from service.codecs import REAL_CODECS
+from codec import REAL_CODECS
+from schemas.registry import SchemaSpec
 from service.connection import KafkaConnection, recorded_local_broker
-from service.schemas import SchemaSpec
 
 TOOL: Final = "ab"
 

@@ -13,9 +13,9 @@ from typing import Final, NamedTuple
 
 import msgspec
 
-from service.codecs import CODEC_NAMES, REAL_CODECS
-from service.errors import ConfigError
-from service.schemas import SCHEMA_NAMES
+from codec import CODEC_NAMES, REAL_CODECS
+from schemas.errors import ConfigError
+from schemas.registry import SCHEMA_NAMES
 
 WARMUP_SEED: Final = 1
 MEASURED_SEED: Final = 2

@@ -26,9 +26,9 @@ import msgspec
 from abrunner import measure
 from abrunner.plan import Profile
 from loadgen.report import Summary
+from schemas.errors import RunnerError
+from schemas.registry import user_schema
 from service.children import die_with_parent, free_port
-from service.errors import RunnerError
-from service.schemas import user_schema
 
 _POLL_S: Final = 0.2
 """How often a waiting caller asks the worker again: 5 cheap HTTP GETs a second."""

@@ -40,7 +40,7 @@ from abrunner.results import (
     Summary,
     by_cpu,
 )
-from service.errors import ConfigError
+from schemas.errors import ConfigError
 
 
 class Column(NamedTuple):
@@ -92,7 +92,7 @@ def environment(kafka_version: str) -> Environment:
     """Versions and machine facts that make the figures reproducible."""
     import confluent_kafka
 
-    from service.codecs.protobuf_codec import protobuf_backend
+    from codec.protobuf_codec import protobuf_backend
 
     cpu = "unknown"
     cpuinfo = Path("/proc/cpuinfo")

@@ -40,7 +40,7 @@ from abrunner.process import LoadgenProcess, WorkerProcess, child_env
 from abrunner.report import aggregate, environment
 from abrunner.results import CaseResult, InProcess, Report
 from localkafka import LocalKafka, create_topic, delete_topic, kafka_version
-from service.errors import RunnerError
+from schemas.errors import RunnerError
 
 Note = Callable[[str], None]
 """Reports a case's progress in a few words."""

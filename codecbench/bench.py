@@ -23,6 +23,8 @@ from typing import Any, Final, cast
 
 import msgspec
 
+from codec import REAL_CODECS, Codec, CodecName, get_codec
+from codec.protobuf_codec import protobuf_backend
 from codecbench.allocation import malloc_held, traced
 from codecbench.results import (
     Alloc,
@@ -41,12 +43,10 @@ from codecbench.sampling import (
     time_empty,
 )
 from loadgen.payloads import DEFAULT_LARGE_BYTES, make_payloads
+from schemas.errors import ConfigError
+from schemas.registry import SCHEMA_NAMES, SchemaName
 from service import __version__
-from service.codecs import REAL_CODECS, Codec, CodecName, get_codec
-from service.codecs.protobuf_codec import protobuf_backend
-from service.errors import ConfigError
 from service.handlers import _LOGIC
-from service.schemas import SCHEMA_NAMES, SchemaName
 
 Step = Callable[[Any, dict[int, float]], None]
 Progress = Callable[[str], None]

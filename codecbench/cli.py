@@ -17,6 +17,7 @@ from typing import Any, Final
 
 import msgspec
 
+from codec import REAL_CODECS
 from codecbench.bench import (
     DEFAULT_ALLOC_CALLS,
     DEFAULT_MIN_TIME_S,
@@ -27,10 +28,9 @@ from codecbench.bench import (
 )
 from codecbench.render import print_table
 from loadgen.payloads import DEFAULT_LARGE_BYTES
+from schemas.errors import ConfigError
+from schemas.registry import SCHEMA_NAMES
 from service import __version__
-from service.codecs import REAL_CODECS
-from service.errors import ConfigError
-from service.schemas import SCHEMA_NAMES
 
 
 def _names(text: str) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Final
 
 import msgspec
 
-from service.errors import ConfigError
+from schemas.errors import ConfigError
 
 _MIN_LARGE_BYTES: Final = 256
 """The load generator's lower bound for `--large-bytes`: both accept the same sizes."""

@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from loadgen.config import SYNTH_SIZES, TOOL, LoadgenSettings
-from service.errors import ConfigError
+from schemas.errors import ConfigError
+from schemas.registry import SPEC_HELP
+from schemas.synth import SynthOptions
 from service.flags import (
     KAFKA_FLAGS,
     Flag,
@@ -31,8 +33,6 @@ from service.flags import (
     command_parser,
     settings_or_status,
 )
-from service.schemas import SPEC_HELP
-from service.userschema import SynthOptions
 
 
 def _flags(rows: list[tuple[str, Any, str]]) -> tuple[Flag, ...]:
@@ -202,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = settings_or_status(LoadgenSettings, TOOL, args, flags)
     if isinstance(settings, int):
         return settings
-    from service.errors import LoadgenError
+    from schemas.errors import LoadgenError
     from service.logging import configure_logging
 
     # stdout holds the summary (a table or one JSON object): log lines go to stderr.

@@ -22,14 +22,15 @@ from pydantic import (
     model_validator,
 )
 
+from codec import REAL_CODECS, CodecName, JsonCodecName
 from loadgen.payloads import DEFAULT_LARGE_BYTES, entity_field
-from service.codecs import REAL_CODECS, CodecName, JsonCodecName
+from schemas.errors import ConfigError
+from schemas.loader import UserSchema
+from schemas.registry import Schema, SchemaName, SchemaSpec, resolve, user_schema
+from schemas.synth import SynthOptions, make_payloads
 from service.connection import KafkaConnection, refuse_keys
-from service.errors import ConfigError
 from service.logging import kafka_logger
-from service.schemas import Schema, SchemaName, SchemaSpec, resolve, user_schema
 from service.settings import loader
-from service.userschema import SynthOptions, UserSchema, make_payloads
 
 TOOL: Final = "loadgen"
 

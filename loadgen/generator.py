@@ -31,7 +31,7 @@ from loadgen.replay import replay_source
 from loadgen.report import Aggregator, Progress, Summary, Tick
 from loadgen.schedule import build_schedule, plan
 from loadgen.source import Source, synthetic_source
-from service.errors import ConfigError, LoadgenError
+from schemas.errors import ConfigError, LoadgenError
 from service.logging import cannot_reach, configure_logging
 from service.topics import CONNECT_TIMEOUT_S, TopicAdmin, ensure_topics
 

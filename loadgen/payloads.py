@@ -3,7 +3,7 @@
 Payloads are returned as builtins (dicts, lists, scalars); `codec.from_builtins`
 turns them into any codec's native object. The same seed gives the same payloads,
 so every codec in an A/B encodes the same values. A user's schema gets its payloads
-from its types (`service.userschema.make_payloads`, sized by `SynthOptions`).
+from its types (`schemas.make_payloads`, sized by `SynthOptions`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ import random
 from collections.abc import Callable
 from typing import Any, Final
 
-from service.schemas import SchemaName
-from service.userschema import MessageShape
-from service.userschema.shape import Scalar
+from schemas.registry import SchemaName
+from schemas.shape import MessageShape, Scalar
 
 DEFAULT_LARGE_BYTES: Final = 64 * 1024
 """Default JSON size of a `large` payload (the parameter spans ~10 KB to ~1.5 MB)."""

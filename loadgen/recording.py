@@ -38,8 +38,8 @@ from confluent_kafka import (
 )
 
 from loadgen.config import LoadgenSettings
+from schemas.errors import ConfigError, LoadgenError, RecordingError
 from service import __version__
-from service.errors import ConfigError, LoadgenError, RecordingError
 from service.logging import cannot_reach, kafka_logger
 from service.topics import CONNECT_TIMEOUT_S, TopicAdmin, kafka_error_text
 

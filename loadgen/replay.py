@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from codec import AutoCodec, get_codec, native_to_builtins
 from loadgen.config import LoadgenSettings
 from loadgen.recording import Record, read_recording
 from loadgen.source import Source
-from service.codecs import AutoCodec, get_codec, native_to_builtins
-from service.errors import ConfigError, DecodeError, RecordingError
+from schemas.errors import ConfigError, DecodeError, RecordingError
 from service.headers import CONTENT_TYPE, STAMPED
 
 

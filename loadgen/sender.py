@@ -10,9 +10,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable
 
+from codec import get_codec
 from loadgen.config import LoadgenSettings
 from loadgen.source import Source
-from service.codecs import get_codec
 from service.headers import CONTENT_TYPE, RUN_ID, SENT_NS, SEQ
 
 Stamps = Iterable[int] | int

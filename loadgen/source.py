@@ -13,11 +13,11 @@ from typing import Any, Final
 
 import numpy as np
 
+from codec import get_codec
 from loadgen.config import LoadgenSettings
 from loadgen.payloads import entity_field, make_payloads
-from service import userschema
-from service.codecs import get_codec
-from service.schemas import Schema
+from schemas import synth
+from schemas.registry import Schema
 
 _ENTITY: Final = {"small": "id", "medium": "order_id", "large": "plan_id"}
 """The field each built-in profile keys its messages by (`key = "entity"`)."""
@@ -63,7 +63,7 @@ def synthetic_source(s: LoadgenSettings) -> Source:
         )
         field = _ENTITY[forms.name]
     else:
-        payloads = userschema.make_payloads(
+        payloads = synth.make_payloads(
             forms.shape, s.pool_size, seed=s.seed, options=s.synth_options
         )
         field = entity_field(forms.shape) or ""

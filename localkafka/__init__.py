@@ -9,7 +9,7 @@ from localkafka.broker import (
 from localkafka.classpath import kafka_version, resolve_classpath
 from localkafka.state import STATE_FILE, BrokerState, read_state
 from localkafka.topics import TopicAdmin, create_topic, delete_topic
-from service.errors import LocalKafkaError
+from schemas.errors import LocalKafkaError
 
 __all__ = [
     "STATE_FILE",

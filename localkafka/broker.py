@@ -31,8 +31,8 @@ from localkafka.process import (
     stop_process_group,
 )
 from localkafka.topics import admin_client
+from schemas.errors import LocalKafkaError
 from service.children import die_with_parent, free_ports
-from service.errors import LocalKafkaError
 
 MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
 """The benchmark's largest payloads (1.5 MB) fit with room to spare."""

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Final
 
-from service.errors import LocalKafkaError
+from schemas.errors import LocalKafkaError
 
 POM_ENV: Final = "LOCAL_KAFKA_POM"
 """Environment variable naming another pom (tests, other Kafka versions)."""

@@ -37,9 +37,9 @@ from localkafka.state import (
     write_state,
 )
 from localkafka.topics import CONNECT_TIMEOUT_S, TopicAdmin, kafka_error_text
+from schemas.errors import LocalKafkaError
 from service import __version__
 from service.connection import DEFAULT_BOOTSTRAP
-from service.errors import LocalKafkaError
 
 PROG: Final = "codec-kafka"
 BOOTSTRAP_ENV: Final = "KAFKA_BOOTSTRAP_SERVERS"

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
+from schemas.errors import LocalKafkaError
 from service.children import pid_alive
-from service.errors import LocalKafkaError
 
 _TCP_TABLES: Final = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 _TCP_LISTEN: Final = "0A"

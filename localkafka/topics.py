@@ -12,8 +12,8 @@ from typing import Final
 
 from confluent_kafka.admin import AdminClient
 
+from schemas.errors import LocalKafkaError
 from service import topics
-from service.errors import LocalKafkaError
 from service.topics import kafka_error_text
 
 __all__ = [

@@ -15,17 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from codec import Codec
+from codec.base import JSON
+from schemas.compare import diff, read_native
+from schemas.errors import ConfigError
+from schemas.loader import UserSchema
+from schemas.synth import SynthOptions, make_payloads
 from schematool.codecs import WIRE_CODECS, user_codec
-from service.codecs import Codec
-from service.codecs.base import JSON
-from service.errors import ConfigError
-from service.userschema import (
-    SynthOptions,
-    UserSchema,
-    diff,
-    make_payloads,
-    read_native,
-)
 
 _REFERENCE: Final = {
     "pydantic": "json+pydantic",

@@ -17,15 +17,16 @@ import sys
 from collections.abc import Sequence
 from typing import Final
 
+from schemas.errors import ConfigError
+from schemas.from_msgspec import forbids_unknown_fields
+from schemas.loader import UserSchema, load_schema
+from schemas.synth import SynthOptions
 from schematool.check import render, run_check
 from schematool.codecs import WIRE_CODECS
 from schematool.protosource import proto_source
 from schematool.pysource import msgspec_source, pydantic_source
 from schematool.show import render_show
 from service import __version__
-from service.errors import ConfigError
-from service.userschema import SynthOptions, UserSchema, load_schema
-from service.userschema.from_msgspec import forbids_unknown_fields
 
 FORMS: Final = ("msgspec", "pydantic", "proto", "all")
 _DEFAULTS: Final = SynthOptions()

@@ -1,12 +1,12 @@
-"""The registry's wire codecs built on a user's schema (`service.codecs.get_codec`)."""
+"""The registry's wire codecs built on a user's schema (`codec.get_codec`)."""
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from service.codecs import REAL_CODECS, Codec, get_codec
-from service.errors import ConfigError
-from service.userschema import UserSchema
+from codec import REAL_CODECS, Codec, get_codec
+from schemas.errors import ConfigError
+from schemas.loader import UserSchema
 
 WIRE_CODECS: Final[tuple[str, ...]] = tuple(REAL_CODECS)
 """Every codec with one wire format, in the registry's order."""

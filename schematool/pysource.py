@@ -1,6 +1,6 @@
 """Derived msgspec Structs and pydantic models as Python source a user can commit.
 
-The text defines the same classes `service.userschema` builds at run time, with the
+The text defines the same classes `schemas.loader` builds at run time, with the
 same options and annotations (a unit test executes it and compares), nested classes
 first so that no annotation is a forward reference.
 """
@@ -14,12 +14,13 @@ import re
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
-from service.userschema import MessageShape, UserSchema
-from service.userschema.shape import (
+from schemas.loader import UserSchema
+from schemas.shape import (
     Choice,
     FieldShape,
     ListOf,
     MapOf,
+    MessageShape,
     Scalar,
     TypeShape,
     messages,

@@ -7,17 +7,18 @@ from typing import Any, Final
 import msgspec
 from pydantic import BaseModel, Strict
 
-from schematool.protosource import field_declaration, find_message
-from service.userschema import MessageShape, UserSchema
-from service.userschema.shape import (
+from schemas.loader import UserSchema
+from schemas.shape import (
     Choice,
     FieldShape,
     ListOf,
     MapOf,
+    MessageShape,
     Scalar,
     TypeShape,
     describe,
 )
+from schematool.protosource import field_declaration, find_message
 
 _HEADERS: Final = ("field", "type", "protobuf", "notes")
 _STRING_CARRIED: Final = "json-stdlib+pydantic and orjson+pydantic"

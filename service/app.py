@@ -37,15 +37,15 @@ from confluent_kafka import (
 )
 from prometheus_client import CollectorRegistry
 
+from codec.protobuf_codec import protobuf_backend
+from schemas.errors import ConfigError, DeliveryError, FatalError
 from service import __version__
 from service.children import run_within
-from service.codecs.protobuf_codec import protobuf_backend
 from service.config import Settings
 from service.connection import check_client_config
 from service.consumer import BatchLoop
 from service.control import ControlPlane
 from service.delivery import ConfirmedProducer, writer_config
-from service.errors import ConfigError, DeliveryError, FatalError
 from service.handlers import Handler
 from service.lag import LagGauges
 from service.logging import KafkaErrors, kafka_logger

@@ -16,10 +16,11 @@ import time
 from collections.abc import Sequence
 from typing import Final
 
+from codec import CODEC_NAMES
+from schemas.errors import ConfigError
+from schemas.registry import SPEC_HELP
 from service.children import die_with_parent
-from service.codecs import CODEC_NAMES
 from service.config import TOOL, Settings
-from service.errors import ConfigError
 from service.flags import (
     KAFKA_FLAGS,
     Flag,
@@ -27,7 +28,6 @@ from service.flags import (
     command_parser,
     settings_or_status,
 )
-from service.schemas import SPEC_HELP
 
 _FLAGS: Final = (
     *KAFKA_FLAGS,
@@ -174,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _list_codecs() -> str:
-    from service.codecs import get_codec
+    from codec import get_codec
 
     rows = [f"{'codec':22} {'content-type':26} decoded type"]
     for name in CODEC_NAMES:

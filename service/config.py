@@ -12,11 +12,11 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from service.codecs import Codec, CodecName, JsonCodecName, get_codec
+from codec import Codec, CodecName, JsonCodecName, get_codec
+from schemas.loader import UserSchema
+from schemas.registry import Schema, SchemaSpec, resolve
 from service.connection import KafkaConnection, refuse_keys
-from service.schemas import Schema, SchemaSpec, resolve
 from service.settings import loader, printable
-from service.userschema import UserSchema
 
 TOOL: Final = "worker"
 
@@ -57,7 +57,7 @@ class CodecSettings(_Section):
     name: CodecName = "json+pydantic"
     schema_: Annotated[SchemaSpec, Field(alias="schema")] = "medium"
     """A built-in key or a user's `MODULE:NAME` / `FILE.proto:Message`, loaded
-    while the settings are validated (`service.schemas.resolve`)."""
+    while the settings are validated (`schemas.registry.resolve`)."""
     auto_json: JsonCodecName = "msgspec-json"
     auto_output: CodecName | None = None
     max_payload_bytes: Annotated[int, Field(ge=1)] = 4 * 1024 * 1024

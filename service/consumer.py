@@ -22,9 +22,9 @@ from typing import Any, Final
 import structlog
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from service.codecs import Codec
+from codec import Codec
+from schemas.errors import DeliveryError, FatalError
 from service.delivery import ConfirmedProducer
-from service.errors import DeliveryError, FatalError
 from service.headers import CONTENT_TYPE, SENT_NS
 from service.hold import Hold
 from service.hotpath import Emit, MessagePath, Step, Tally, clock_overhead_ns

@@ -23,7 +23,7 @@ from urllib.parse import parse_qs
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from service.errors import ConfigError
+from schemas.errors import ConfigError
 
 CLIENT_TIMEOUT_S: Final = 5.0
 """A connection idle this long is closed, so a stuck client cannot hold the probes."""

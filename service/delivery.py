@@ -18,8 +18,8 @@ from typing import Any, Final
 
 from confluent_kafka import KafkaError, KafkaException
 
+from schemas.errors import CodecError, DeliveryError
 from service.config import Settings
-from service.errors import CodecError, DeliveryError
 from service.topics import Topics
 from service.types import Headers, KafkaMessage, KafkaProducer
 

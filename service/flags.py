@@ -20,9 +20,9 @@ from typing import Any, Final, TypeVar
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from schemas.errors import ConfigError
 from service import __version__
 from service.connection import is_secret_key
-from service.errors import ConfigError
 from service.settings import KAFKA, Path_, env_name, load, printable
 
 M = TypeVar("M", bound=BaseModel)

@@ -16,10 +16,10 @@ from functools import partial
 from time import perf_counter_ns
 from typing import Any, Final, Literal, Protocol
 
-from service.errors import LogicError
+from schemas.errors import LogicError
+from schemas.loader import UserSchema
+from schemas.registry import Schema, SchemaName
 from service.reader import read_every_field
-from service.schemas import Schema, SchemaName
-from service.userschema import UserSchema
 
 _KEYS: Final = 4096
 """Aggregates are kept per key modulo this, so memory stays bounded."""

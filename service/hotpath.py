@@ -35,8 +35,8 @@ from collections.abc import Callable, Sequence
 from time import perf_counter_ns
 from typing import Any
 
-from service.codecs import AutoCodec, Codec
-from service.errors import DeliveryError
+from codec import AutoCodec, Codec
+from schemas.errors import DeliveryError
 from service.headers import CONTENT_TYPE
 from service.poison import Poison
 from service.types import KafkaMessage

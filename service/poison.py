@@ -18,9 +18,9 @@ from typing import Final
 
 import structlog
 
-from service.codecs import as_decode_error, as_encode_error
+from codec import as_decode_error, as_encode_error
+from schemas.errors import DecodeError, FatalError, LogicError
 from service.delivery import ConfirmedProducer, dead_letter_headers
-from service.errors import DecodeError, FatalError, LogicError
 from service.metrics import Metrics
 from service.types import KafkaMessage
 

@@ -31,7 +31,7 @@ from typing import Any, Final, TypeAlias
 
 from google.protobuf.message import Message
 
-from service.userschema.shape import (
+from schemas.shape import (
     Choice,
     FieldShape,
     ListOf,

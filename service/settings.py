@@ -36,8 +36,8 @@ from typing import Any, Final, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from schemas.errors import ConfigError
 from service.connection import MASK, KafkaConnection, is_secret_key
-from service.errors import ConfigError
 
 SECTIONS: Final = ("kafka", "worker", "loadgen", "ab")
 """The TOML file's top-level tables: the shared connection, then one per tool."""

@@ -10,12 +10,12 @@ import structlog
 from confluent_kafka import KafkaError
 from prometheus_client import CollectorRegistry
 
-from service.codecs import Codec, CodecName, get_codec
-from service.errors import ConfigError
+from codec import Codec, CodecName, get_codec
+from schemas.errors import ConfigError
+from schemas.registry import SchemaForms
 from service.headers import CONTENT_TYPE
 from service.logging import RateLimiter, kafka_logger
 from service.metrics import SHADOW_OUTCOMES, ShadowMetrics
-from service.schemas import SchemaForms
 from service.shadow_verdict import Comparer, Verdict, shape_of
 from service.types import Headers, KafkaMessage, KafkaProducer
 
@@ -309,7 +309,7 @@ def build_shadow(
     Args:
         primary: the live codec.
         shadow_name: the shadow codec's key (not `auto`).
-        schema: the forms the live codec is bound to (`service.schemas.resolve`).
+        schema: the forms the live codec is bound to (`schemas.registry.resolve`).
         registry: the worker's registry (the shadow's metrics are added to it).
         sample_every: shadow every k-th message.
         max_payload_bytes: the live limit; larger values are not shadowed.

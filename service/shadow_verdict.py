@@ -8,12 +8,12 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from service.codecs import AutoCodec, Codec
-from service.errors import CodecError, DecodeError
-from service.schemas import SchemaForms
-from service.userschema import MessageShape, diff, read_native
-from service.userschema.from_msgspec import read_struct
-from service.userschema.shape import nested
+from codec import AutoCodec, Codec
+from schemas.compare import diff, read_native
+from schemas.errors import CodecError, DecodeError
+from schemas.from_msgspec import read_struct
+from schemas.registry import SchemaForms
+from schemas.shape import MessageShape, nested
 
 Outcome = Literal["agree", "differ", "shadow_rejected", "primary_rejected"]
 

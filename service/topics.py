@@ -25,7 +25,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, not
 )
 from confluent_kafka.cimpl import NewTopic
 
-from service.errors import ConfigError
+from schemas.errors import ConfigError
 from service.logging import KafkaErrors
 
 log = structlog.get_logger(__name__)

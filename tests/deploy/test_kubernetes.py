@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import service
-from service.codecs import get_codec
+from codec import get_codec
 from tests.deploy.support import (
     DOCKERFILE,
     K8S_DIR,

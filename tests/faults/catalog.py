@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from service.codecs import REAL_CODECS
+from codec import REAL_CODECS
 from tests.faults import (
     scenarios_backlog as backlog,
     scenarios_broker as broker,

@@ -8,8 +8,8 @@ from typing import Any, Final
 
 import msgspec
 
+from codec import Codec, CodecName, get_codec
 from loadgen.payloads import make_payloads
-from service.codecs import Codec, CodecName, get_codec
 from tests.faults.producer import Payload, Plan
 
 MARKER: Final = "PII-M4RK3R-7f3a"

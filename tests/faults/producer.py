@@ -21,10 +21,10 @@ from typing import Any, Final, Self
 
 from confluent_kafka import Producer
 
+from codec import CodecName, get_codec
 from loadgen.payloads import make_payloads
-from service.codecs import CodecName, get_codec
+from schemas.registry import SchemaName
 from service.headers import CONTENT_TYPE, RUN_ID, SENT_NS, SEQ
-from service.schemas import SchemaName
 from tests.faults.model import Expected, Header, Sent
 
 MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from service.codecs import CodecName, get_codec
+from codec import CodecName, get_codec
 from tests.faults.checker import RunData, check
 from tests.faults.harness import (
     BATCH_SIZE,

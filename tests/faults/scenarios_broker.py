@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from service.errors import RunnerError
+from schemas.errors import RunnerError
 from tests.faults.harness import Env, FaultBroker, FaultWorker, Outcome
 from tests.faults.observe import worker_lines
 from tests.faults.run import Run

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from codec import CodecName, get_codec
 from loadgen.payloads import make_payloads
-from service.codecs import CodecName, get_codec
 from service.headers import DLQ_PREFIX
 from tests.faults.checker import VALUE_DROPPED
 from tests.faults.harness import Env, FaultWorker, Outcome

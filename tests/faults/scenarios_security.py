@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Final
 
 from abrunner import measure
-from service.codecs import CODEC_NAMES, CodecName
-from service.schemas import SCHEMA_NAMES
+from codec import CODEC_NAMES, CodecName
+from schemas.registry import SCHEMA_NAMES
 from tests.faults.harness import Env, FaultWorker, Outcome
 from tests.faults.poison import MARKER, cases, interleaved
 from tests.faults.producer import good_traffic

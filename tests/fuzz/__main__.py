@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from service.codecs import CODEC_NAMES, CodecName
+from codec import CODEC_NAMES, CodecName
 from tests.fuzz.contract import check
 from tests.fuzz.inputs import (
     HOSTILE_FIXED,

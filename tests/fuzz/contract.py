@@ -26,8 +26,8 @@ import os
 from collections.abc import Callable
 from typing import Any, Final
 
-from service.codecs import AutoCodec, Codec, as_decode_error
-from service.errors import DecodeError, EncodeError
+from codec import AutoCodec, Codec, as_decode_error
+from schemas.errors import DecodeError, EncodeError
 
 MAX_ERROR_TEXT: Final = 200
 

@@ -70,7 +70,7 @@ def _template(text: str, words: frozenset[str]) -> str:
     key: input, which may hold backticks), so a random key is not a new kind."""
     text = _DIGITS.sub("#", text)
     if "validation error(s): " in text:
-        # pydantic (service.codecs.base): "N validation error(s): loc: type; ...".
+        # pydantic (codec.base): "N validation error(s): loc: type; ...".
         # The first error only: three of twenty fields would be a kind per triple.
         first = text.partition(": ")[2].split("; ")[0]
         loc, _, kind = first.rpartition(": ")
@@ -97,7 +97,7 @@ def outcome(
     label: str, header: bytes | None, result: Any, words: frozenset[str]
 ) -> str:
     """A label for what one decode did: the error's class and text template."""
-    from service.errors import DecodeError
+    from schemas.errors import DecodeError
 
     if isinstance(result, DecodeError):
         text = _template(str(result), words)
@@ -112,12 +112,12 @@ def main(argv: list[str]) -> None:
     key = argv[1]
     atheris: Any = importlib.import_module("atheris")  # no stubs: typed Any
     with atheris.instrument_imports(include=list(INSTRUMENTED)):
-        for module in ("json", "service.codecs"):
+        for module in ("json", "codec"):
             importlib.import_module(module)
     # Imported after instrumenting: they import `service`, which must load inside it.
     from pydantic_core.core_schema import ErrorType
 
-    from service.codecs import CODEC_NAMES
+    from codec import CODEC_NAMES
     from tests.fuzz.contract import check
     from tests.fuzz.inputs import field_names, targets
 

@@ -20,12 +20,12 @@ import functools
 import struct
 from typing import Any, Final, NamedTuple
 
+from codec import CODEC_NAMES, Codec, CodecName, get_codec
+from codec.base import JSON, MSGPACK, PROTOBUF
 from loadgen.payloads import make_payloads as builtin_payloads
-from service.codecs import CODEC_NAMES, Codec, CodecName, get_codec
-from service.codecs.base import JSON, MSGPACK, PROTOBUF
-from service.schemas import SCHEMA_NAMES, SCHEMAS, SchemaForms, resolve
-from service.userschema import UserSchema
-from service.userschema.synth import make_payloads as user_payloads
+from schemas.loader import UserSchema
+from schemas.registry import SCHEMA_NAMES, SCHEMAS, SchemaForms, resolve
+from schemas.synth import make_payloads as user_payloads
 
 USER_SCHEMAS: Final[dict[str, str]] = {
     "events": "tests.fixtures.usermodels.events:Event"

@@ -15,7 +15,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from service.codecs import get_codec
+from codec import get_codec
 from service.headers import SEQ
 from tests.support import Record, WorkerProcess, produce
 

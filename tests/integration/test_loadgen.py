@@ -22,13 +22,13 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
+from codec import CodecName, get_codec
 from loadgen.config import LoadgenSettings
 from loadgen.generator import run
 from loadgen.payloads import make_payloads
 from loadgen.recording import read_recording, record
 from localkafka import TopicAdmin, delete_topic
-from service.codecs import CodecName, get_codec
-from service.errors import ConfigError
+from schemas.errors import ConfigError
 
 TopicFactory = Callable[..., str]
 

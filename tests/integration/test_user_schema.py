@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 
 from abrunner.report import read
+from codec import REAL_CODECS, AutoCodec, get_codec
 from loadgen.cli import main as loadgen_main
-from service.codecs import REAL_CODECS, AutoCodec, get_codec
+from schemas.compare import read_native
+from schemas.loader import UserSchema
+from schemas.registry import resolve
 from service.headers import CONTENT_TYPE
-from service.schemas import resolve
-from service.userschema import UserSchema, read_native
 from tests.support import WorkerProcess, consume_all
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from codec import REAL_CODECS, CodecName, get_codec
 from loadgen.payloads import make_payloads
 from localkafka import TopicAdmin, delete_topic
-from service.codecs import REAL_CODECS, CodecName, get_codec
 from tests.support import Record, WorkerProcess, consume_all, produce
 
 TopicFactory = Callable[..., str]

@@ -35,10 +35,10 @@ from contextlib import ExitStack
 from confluent_kafka import Consumer
 from prometheus_client import CollectorRegistry
 
+from codec import REAL_CODECS, get_codec
 from loadgen.config import LoadgenSettings
 from loadgen.generator import run
 from localkafka import LocalKafka, create_topic, delete_topic
-from service.codecs import REAL_CODECS, get_codec
 from service.consumer import BatchLoop
 from service.handlers import Handler
 from service.metrics import Metrics

@@ -58,8 +58,8 @@ nothing else here does (`os.getpid()` is called by libraries as they load)."""
 def _contenders(codec_name: str, count: int) -> dict[str, Callable[[], None]]:
     import confluent_kafka
 
+    from codec import get_codec
     from loadgen.payloads import make_payloads
-    from service.codecs import get_codec
     from service.headers import CONTENT_TYPE, RUN_ID, SENT_NS, SEQ
     from service.hotpath import Tally
     from tests.perf.bench_support import in_process_loop

@@ -37,8 +37,8 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
+from codec import get_codec
 from localkafka import LocalKafka
-from service.codecs import get_codec
 from service.consumer import DECODE_SAMPLE_EVERY
 from service.hotpath import Tally
 from tests.perf.bench_support import fill_topic, fresh_topic, in_process_loop, log

@@ -22,9 +22,9 @@ import numpy as np
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from codec import get_codec
 from localkafka import create_topic, delete_topic
 from service.children import die_with_parent, free_port
-from service.codecs import get_codec
 from service.config import MetricsSettings, ProcessingSettings
 from service.consumer import BatchLoop
 from service.headers import SENT_NS

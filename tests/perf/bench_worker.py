@@ -79,8 +79,8 @@ import statistics
 from contextlib import ExitStack
 from typing import Any, Final
 
+from codec import REAL_CODECS
 from localkafka import LocalKafka
-from service.codecs import REAL_CODECS
 from tests.perf.bench_fixed_rate import fixed_rate, print_fixed_rate
 from tests.perf.bench_support import (
     WORKER_DEFAULTS,

@@ -16,8 +16,8 @@ from abrunner.config import AbSettings
 from abrunner.plan import Case, Plan, Profile
 from abrunner.report import markdown_table, read, tables
 from abrunner.results import CaseResult
+from schemas.errors import RunnerError
 from service.connection import KafkaConnection
-from service.errors import RunnerError
 from tests.unit.test_ab_report import report
 
 RECORDED = "127.0.0.1:1"

@@ -9,7 +9,7 @@ import pytest
 from abrunner.cli import _FLAGS, build_parser, main, plan_from_settings
 from abrunner.config import TOOL, AbSettings
 from abrunner.plan import Plan, Profile
-from service.errors import ConfigError
+from schemas.errors import ConfigError
 from service.flags import load_from_args
 
 

@@ -15,7 +15,7 @@ from abrunner.config import TOOL, AbSettings
 from abrunner.plan import Case, Plan, Profile
 from abrunner.process import child_env
 from abrunner.results import CaseResult, Report
-from service.errors import ConfigError
+from schemas.errors import ConfigError
 from service.flags import load_from_args
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"

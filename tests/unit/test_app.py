@@ -15,12 +15,12 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from structlog.testing import capture_logs
 
+from codec import get_codec
 from loadgen.payloads import make_payloads
+from schemas.errors import ConfigError
 from service import topics
 from service.app import _STALL_S, Worker
-from service.codecs import get_codec
 from service.config import Settings
-from service.errors import ConfigError
 from service.headers import SENT_NS
 from service.logging import cannot_reach, kafka_logger
 from tests.fakes import FakeConsumer, FakeMessage, FakeProducer, FakeTopicPartition

@@ -37,9 +37,9 @@ import pytest
 from google.protobuf.descriptor import FieldDescriptor
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from service.codecs import CODEC_NAMES, CodecName, native_to_builtins
-from service.errors import DecodeError
-from service.userschema import UserSchema
+from codec import CODEC_NAMES, CodecName, native_to_builtins
+from schemas.errors import DecodeError
+from schemas.loader import UserSchema
 from tests.fuzz.contract import ContractViolation, check
 from tests.fuzz.inputs import (
     AUTO_HEADERS,

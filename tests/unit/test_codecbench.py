@@ -17,14 +17,14 @@ import msgspec
 import pytest
 
 import codecbench
+from codec import REAL_CODECS
 from codecbench import BenchReport, CaseResult, OpResult, Spread
 from codecbench.cli import main
 from codecbench.render import HEADERS, print_table, to_markdown
 from codecbench.sampling import calibrate, spread
+from schemas.errors import ConfigError
+from schemas.registry import SCHEMA_NAMES
 from service import __version__
-from service.codecs import REAL_CODECS
-from service.errors import ConfigError
-from service.schemas import SCHEMA_NAMES
 
 POOL = 3
 FAST_FLAGS = ["--pool-size", "3", "--repeats", "1", "--warmups", "0"]

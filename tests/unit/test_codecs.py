@@ -12,8 +12,7 @@ import pytest
 from google.protobuf.internal import api_implementation
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from loadgen.payloads import make_payloads
-from service.codecs import (
+from codec import (
     CODEC_NAMES,
     CODECS,
     REAL_CODECS,
@@ -22,9 +21,10 @@ from service.codecs import (
     get_codec,
     native_to_builtins,
 )
-from service.codecs.base import JSON, MSGPACK, PROTOBUF
-from service.errors import DecodeError
-from service.schemas import SCHEMA_NAMES, SchemaName
+from codec.base import JSON, MSGPACK, PROTOBUF
+from loadgen.payloads import make_payloads
+from schemas.errors import DecodeError
+from schemas.registry import SCHEMA_NAMES, SchemaName
 
 VECTORS = Path(__file__).parent / "vectors"
 WIRE_FILE = {JSON: "json", MSGPACK: "msgpack", PROTOBUF: "pb"}
@@ -107,7 +107,7 @@ class TestForms:
     """The .proto message, the msgspec Struct and the pydantic model agree."""
 
     def test_same_fields_in_same_order(self, schema: SchemaName) -> None:
-        from service.schemas import SCHEMAS
+        from schemas.registry import SCHEMAS
 
         bound = SCHEMAS[schema]
         pending: list[tuple[Any, Any, Any]] = [
@@ -225,7 +225,7 @@ class TestPoison:
 
     def test_msgspec_error_text_has_no_input_values(self) -> None:
         # A bad enum value is the one msgspec error that quotes the input.
-        from service.userschema import load_schema
+        from schemas.loader import load_schema
 
         codec = get_codec(
             "msgspec-json", load_schema("tests.fixtures.usermodels.shop:Order")

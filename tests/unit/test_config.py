@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import structlog
 
+from schemas.errors import ConfigError
 from service.cli import main
 from service.config import Settings, load_settings
 from service.connection import MASK
-from service.errors import ConfigError
 
 
 @pytest.fixture(autouse=True)

@@ -9,11 +9,11 @@ import pytest
 from confluent_kafka import KafkaError, TopicPartition
 from prometheus_client import CollectorRegistry
 
+from codec import CodecName, get_codec
 from loadgen.payloads import make_payloads
-from service.codecs import CodecName, get_codec
+from schemas.errors import FatalError
 from service.consumer import BatchLoop
 from service.delivery import ConfirmedProducer
-from service.errors import FatalError
 from service.handlers import Handler
 from service.headers import SENT_NS, SEQ
 from service.metrics import Metrics

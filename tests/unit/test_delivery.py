@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError
 
+from schemas.errors import DeliveryError
 from service.delivery import ConfirmedProducer
-from service.errors import DeliveryError
 from tests.fakes import FakeProducer
 
 

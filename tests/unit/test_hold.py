@@ -17,8 +17,8 @@ import pytest
 import structlog
 from confluent_kafka import KafkaError
 
+from schemas.errors import LogicError
 from service.delivery import ConfirmedProducer
-from service.errors import LogicError
 from service.handlers import FLAKY_EVERY, Handler
 from service.hold import FIRST_BACKOFF_S, MAX_BACKOFF_S, Hold
 from service.logging import configure_logging

@@ -10,12 +10,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 LAYERS = {
-    "service": 0,
-    "loadgen": 1,
-    "localkafka": 1,
-    "codecbench": 2,
-    "schematool": 2,
-    "abrunner": 3,
+    "schemas": 0,
+    "codec": 1,
+    "service": 2,
+    "loadgen": 3,
+    "localkafka": 3,
+    "codecbench": 4,
+    "schematool": 4,
+    "abrunner": 5,
 }
 """A package may import only packages of a lower layer (and its own)."""
 

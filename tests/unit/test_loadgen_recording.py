@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from codec import CodecName, get_codec
 from loadgen.config import LoadgenSettings
 from loadgen.payloads import make_payloads
 from loadgen.recording import (
@@ -18,8 +19,7 @@ from loadgen.recording import (
     read_recording,
 )
 from loadgen.replay import replay_source
-from service.codecs import CodecName, get_codec
-from service.errors import ConfigError, RecordingError
+from schemas.errors import ConfigError, RecordingError
 
 INFO = RecordingInfo("orders", 4, 1_767_225_600_000_000_000)
 

@@ -9,15 +9,17 @@ from typing import Any
 import msgspec
 import pytest
 
+from codec import REAL_CODECS, CodecName, get_codec
 from loadgen.cli import main
 from loadgen.config import LoadgenSettings, load_settings
 from loadgen.recording import Record, RecordingInfo, RecordingWriter
 from loadgen.replay import replay_source
 from loadgen.source import synthetic_source
-from service.codecs import REAL_CODECS, CodecName, get_codec
-from service.errors import ConfigError
+from schemas.compare import read_native
+from schemas.errors import ConfigError
+from schemas.loader import UserSchema, load_schema
+from schemas.synth import make_payloads
 from service.headers import CONTENT_TYPE
-from service.userschema import UserSchema, load_schema, make_payloads, read_native
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"
 SHOP = "shop:Order"

@@ -8,9 +8,9 @@ from time import thread_time
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from codec import REAL_CODECS, CodecName, get_codec
 from loadgen.payloads import make_payloads
-from service.codecs import REAL_CODECS, CodecName, get_codec
-from service.errors import LogicError
+from schemas.errors import LogicError
 from service.handlers import Handler
 from service.histogram import LATENCY_BUCKETS, BatchHistogram, log_buckets
 from service.metrics import Metrics

@@ -7,18 +7,14 @@ from typing import Any
 
 import pytest
 
-from service.codecs import REAL_CODECS, get_codec
+from codec import REAL_CODECS, get_codec
+from schemas.compare import read_native
+from schemas.loader import UserSchema, load_schema
+from schemas.registry import resolve
+from schemas.shape import ListOf, MapOf, MessageShape, TypeShape
+from schemas.synth import SynthOptions, make_payloads
 from service.handlers import Handler
 from service.reader import read_every_field
-from service.schemas import resolve
-from service.userschema import (
-    SynthOptions,
-    UserSchema,
-    load_schema,
-    make_payloads,
-    read_native,
-)
-from service.userschema.shape import ListOf, MapOf, MessageShape, TypeShape
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"
 SPECS = [

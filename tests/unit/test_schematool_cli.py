@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from google.protobuf import descriptor_pb2
 
+from codec import REAL_CODECS
+from schemas.errors import ConfigError
+from schemas.loader import load_schema
+from schemas.to_proto import message_class
 from schematool.check import render, run_check
 from schematool.cli import main
 from schematool.codecs import WIRE_CODECS, user_codec
-from service.codecs import REAL_CODECS
-from service.errors import ConfigError
-from service.userschema import load_schema
-from service.userschema.to_proto import message_class
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"
 SHIPMENT = f"{FIXTURES / 'shipment.proto'}:Shipment"

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
+from schemas.loader import UserSchema, from_class, load_schema
+from schemas.proto_parse import parse_proto
+from schemas.shape import MessageShape, describe, messages
 from schematool.cli import derive_text, main
 from schematool.protosource import proto_source
 from schematool.pysource import msgspec_source, pydantic_source
-from service.userschema import MessageShape, UserSchema, from_class, load_schema
-from service.userschema.proto_parse import parse_proto
-from service.userschema.shape import describe, messages
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"
 SPECS = ["orders:Order", "events:Event", f"{FIXTURES / 'shipment.proto'}:Shipment"]

@@ -15,10 +15,10 @@ import pytest
 from abrunner.cli import main as ab_main
 from loadgen.cli import main as loadgen_main
 from loadgen.config import load_settings as load_loadgen
+from schemas.errors import ConfigError
 from service.cli import main as worker_main
 from service.config import load_settings as load_worker
 from service.connection import MASK, recorded_local_broker
-from service.errors import ConfigError
 from service.settings import env_name
 
 SHARED = """

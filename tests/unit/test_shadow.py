@@ -10,9 +10,11 @@ import pytest
 from confluent_kafka import KafkaError, TopicPartition
 from prometheus_client import CollectorRegistry
 
+from codec import Codec, CodecName, get_codec
+from codec.base import JSON
 from loadgen.payloads import make_payloads
-from service.codecs import Codec, CodecName, get_codec
-from service.codecs.base import JSON
+from schemas.loader import UserSchema, load_schema
+from schemas.registry import SCHEMAS, SchemaForms
 from service.consumer import BatchLoop
 from service.delivery import ConfirmedProducer
 from service.handlers import Handler
@@ -23,7 +25,6 @@ from service.metrics import (
     ShadowMetrics,
 )
 from service.poison import PoisonHandler
-from service.schemas import SCHEMAS, SchemaForms
 from service.shadow import SampleWriter, Shadow, build_shadow
 from service.shadow_verdict import (
     Comparer,
@@ -32,7 +33,6 @@ from service.shadow_verdict import (
     schema_paths,
     shape_of,
 )
-from service.userschema import UserSchema, load_schema
 from tests.fakes import FakeConsumer, FakeMessage, FakeProducer
 
 LAX = "tests.fixtures.usermodels.lax:Model"

@@ -10,7 +10,9 @@ import pytest
 from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 
-from service.userschema import UserSchema, diff, load_schema, make_payloads, read_native
+from schemas.compare import diff, read_native
+from schemas.loader import UserSchema, load_schema
+from schemas.synth import make_payloads
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"
 SPECS = [

@@ -12,8 +12,9 @@ import pydantic
 import pytest
 from google.protobuf import json_format
 
-from service.errors import ConfigError
-from service.userschema import UserSchema, load_schema, read_native
+from schemas.compare import read_native
+from schemas.errors import ConfigError
+from schemas.loader import UserSchema, load_schema
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"
 SHIPMENT = f"{FIXTURES / 'shipment.proto'}:Shipment"

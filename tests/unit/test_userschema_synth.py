@@ -11,15 +11,10 @@ import msgspec
 import pytest
 from google.protobuf import json_format
 
-from service.errors import ConfigError
-from service.userschema import (
-    SynthOptions,
-    diff,
-    load_schema,
-    make_payloads,
-    read_native,
-)
-from service.userschema.shape import (
+from schemas.compare import diff, read_native
+from schemas.errors import ConfigError
+from schemas.loader import load_schema
+from schemas.shape import (
     Choice,
     Constraints,
     FieldShape,
@@ -28,6 +23,7 @@ from service.userschema.shape import (
     MessageShape,
     Scalar,
 )
+from schemas.synth import SynthOptions, make_payloads
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"
 

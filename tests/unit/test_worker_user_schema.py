@@ -10,15 +10,16 @@ from typing import Any
 
 import pytest
 
+from codec import get_codec
+from schemas.errors import ConfigError
+from schemas.loader import UserSchema
+from schemas.registry import resolve
+from schemas.synth import make_payloads
 from service import __version__
 from service.app import Worker
 from service.cli import build_parser, main
-from service.codecs import get_codec
 from service.config import Settings, load_settings
-from service.errors import ConfigError
 from service.headers import CONTENT_TYPE
-from service.schemas import resolve
-from service.userschema import UserSchema, make_payloads
 from tests.fakes import FakeConsumer, FakeMessage, FakeProducer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"

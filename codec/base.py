@@ -18,7 +18,7 @@ import msgspec
 import pydantic
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 
-from service.errors import DecodeError, EncodeError
+from schemas.errors import DecodeError, EncodeError
 
 T = TypeVar("T")
 

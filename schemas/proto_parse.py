@@ -16,8 +16,8 @@ from typing import Final
 
 from google.protobuf import descriptor_pb2
 
-from service.errors import ConfigError
-from service.userschema.proto_tokens import TokenCursor
+from schemas.errors import ConfigError
+from schemas.proto_tokens import TokenCursor
 
 FieldProto = descriptor_pb2.FieldDescriptorProto
 

@@ -8,8 +8,8 @@ from typing import Final
 
 from google.protobuf import descriptor_pb2
 
-from service.errors import ConfigError
-from service.userschema.shape import (
+from schemas.errors import ConfigError
+from schemas.shape import (
     TIMESTAMP,
     Choice,
     Constraints,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from service.codecs.base import (
+from codec.base import (
     JSON,
     MSGPACK,
     PROTOBUF,
@@ -18,8 +18,8 @@ from service.codecs.base import (
     as_encode_error,
     safe_decode,
 )
-from service.codecs.convert import native_to_builtins
-from service.errors import DecodeError
+from codec.convert import native_to_builtins
+from schemas.errors import DecodeError
 
 _ALIASES: Final[dict[str, str]] = {
     "application/json": JSON,

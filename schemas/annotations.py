@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
 
-from service.userschema.shape import (
+from schemas.shape import (
     Choice,
     Constraints,
     ListOf,

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields as dc_fields
 from typing import Any, Final, Literal, TypeAlias
 
-from service.errors import ConfigError
+from schemas.errors import ConfigError
 
 ScalarKind = Literal["str", "int", "float", "bool", "bytes", "datetime"]
 

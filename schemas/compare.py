@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from google.protobuf.message import Message
 
-from service.userschema.shape import (
+from schemas.shape import (
     Choice,
     FieldShape,
     ListOf,

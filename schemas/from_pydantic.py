@@ -27,8 +27,8 @@ from pydantic.types import (
 )
 from pydantic_core import PydanticUndefined
 
-from service.userschema.annotations import AnnotationReader
-from service.userschema.shape import (
+from schemas.annotations import AnnotationReader
+from schemas.shape import (
     NO_DEFAULT,
     Constraints,
     FieldShape,

@@ -19,15 +19,15 @@ from google.protobuf import descriptor_pb2
 from google.protobuf.message import Message
 from pydantic import BaseModel
 
-from service.errors import ConfigError
-from service.userschema.from_msgspec import forbids_unknown_fields, read_struct
-from service.userschema.from_proto import full_message_name, read_proto
-from service.userschema.from_pydantic import read_model
-from service.userschema.proto_parse import parse_proto
-from service.userschema.shape import MessageShape
-from service.userschema.to_msgspec import build_structs
-from service.userschema.to_proto import build_file, message_class
-from service.userschema.to_pydantic import build_models
+from schemas.errors import ConfigError
+from schemas.from_msgspec import forbids_unknown_fields, read_struct
+from schemas.from_proto import full_message_name, read_proto
+from schemas.from_pydantic import read_model
+from schemas.proto_parse import parse_proto
+from schemas.shape import MessageShape
+from schemas.to_msgspec import build_structs
+from schemas.to_proto import build_file, message_class
+from schemas.to_pydantic import build_models
 
 SourceKind = Literal["pydantic", "msgspec", "proto"]
 

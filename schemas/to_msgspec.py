@@ -1,6 +1,6 @@
 """Derive msgspec Structs from a shape, with the built-in Structs' options.
 
-Like `service.models`: `frozen`, `kw_only`, `forbid_unknown_fields` (a typo in a
+Like `schemas.models`: `frozen`, `kw_only`, `forbid_unknown_fields` (a typo in a
 producer's field name fails loudly) and `gc=False` (a decoded message is a tree of
 values that cannot form a reference cycle). msgspec is strict: "42" is not an int.
 """
@@ -13,7 +13,7 @@ from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
-from service.userschema.shape import (
+from schemas.shape import (
     Choice,
     FieldShape,
     ListOf,
@@ -23,7 +23,7 @@ from service.userschema.shape import (
     messages,
 )
 
-DERIVED_MODULE: Final = "service.userschema.derived"
+DERIVED_MODULE: Final = "schemas.derived"
 """The `__module__` of every derived class (they live in no importable module)."""
 
 PYTHON_TYPES: Final[dict[str, type]] = {

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Final, NoReturn
 
-from service.errors import ConfigError
+from schemas.errors import ConfigError
 
 _TOKEN: Final = re.compile(
     r"""(?P<space>\s+|//[^\n]*|/\*.*?\*/)

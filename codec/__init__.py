@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final, Literal, get_args
 
-from service.codecs.auto import AutoCodec
-from service.codecs.base import (
+from codec.auto import AutoCodec
+from codec.base import (
     JSON,
     MSGPACK,
     PROTOBUF,
@@ -25,15 +25,15 @@ from service.codecs.base import (
     as_decode_error,
     as_encode_error,
 )
-from service.codecs.convert import native_to_builtins
-from service.codecs.msgspec_codec import MsgspecJsonCodec, MsgspecMsgpackCodec
-from service.codecs.protobuf_codec import ProtobufCodec
-from service.codecs.pydantic_json import (
+from codec.convert import native_to_builtins
+from codec.msgspec_codec import MsgspecJsonCodec, MsgspecMsgpackCodec
+from codec.protobuf_codec import ProtobufCodec
+from codec.pydantic_json import (
     OrjsonPydanticCodec,
     PydanticJsonCodec,
     StdlibJsonPydanticCodec,
 )
-from service.schemas import SCHEMAS, SchemaForms, SchemaName
+from schemas.registry import SCHEMAS, SchemaForms, SchemaName
 
 __all__ = [
     "CODECS",

@@ -8,7 +8,7 @@ import msgspec
 from google.protobuf.message import Message
 from pydantic import BaseModel
 
-from service.codecs.protobuf_codec import message_to_builtins
+from codec.protobuf_codec import message_to_builtins
 
 
 def native_to_builtins(obj: Any) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """pydantic models: the json+pydantic forms of schemas/messages.proto.
 
 Field names, order and kinds match the `.proto` messages and the msgspec Structs in
-`service.models` exactly (a unit test compares them). Every model is strict (no
+`schemas.models` exactly (a unit test compares them). Every model is strict (no
 `"123"` -> 123 coercion), forbids unknown fields and is frozen: the configuration a
 careful team runs in production, so the A/B compares like with like.
 """

@@ -1,6 +1,6 @@
 """Derive pydantic v2 models from a shape (for a msgspec Struct or `.proto` source).
 
-Derived models are strict and frozen like `service.pydantic_models`, and forbid
+Derived models are strict and frozen like `schemas.pydantic_models`, and forbid
 unknown fields when the source does. One exception keeps the two-pass codecs
 (`model_validate(json.loads(data))`) working: values that JSON can only carry as a
 string or a number of another kind (datetimes, base64 bytes, enum values, int map
@@ -17,7 +17,7 @@ from typing import Annotated, Any, Final, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, Strict
 
-from service.userschema.shape import (
+from schemas.shape import (
     Choice,
     FieldShape,
     ListOf,
@@ -28,7 +28,7 @@ from service.userschema.shape import (
     TypeShape,
     messages,
 )
-from service.userschema.to_msgspec import DERIVED_MODULE, PYTHON_TYPES
+from schemas.to_msgspec import DERIVED_MODULE, PYTHON_TYPES
 
 _LENIENT: Final = Strict(False)
 

@@ -22,8 +22,8 @@ import string
 from dataclasses import dataclass
 from typing import Any, Final
 
-from service.errors import ConfigError
-from service.userschema.shape import (
+from schemas.errors import ConfigError
+from schemas.shape import (
     Choice,
     Constraints,
     FieldShape,

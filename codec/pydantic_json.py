@@ -17,7 +17,7 @@ import msgspec
 import orjson
 from pydantic import BaseModel
 
-from service.codecs.base import JSON, as_encode_error, safe_decode
+from codec.base import JSON, as_encode_error, safe_decode
 
 M = TypeVar("M", bound=BaseModel)
 

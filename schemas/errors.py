@@ -1,5 +1,9 @@
 """Every exception the project raises on purpose, in one tree.
 
+It lives in the bottom package so that every part (schemas, codecs, worker, load
+generator, A/B runner, local broker) raises from the same tree without importing
+a layer above it.
+
 ```
 ServiceError
 ├── ConfigError              bad configuration: exit status 2, Kafka untouched

@@ -8,7 +8,7 @@
 
 Beside those keys, every tool's schema setting takes a user's spec, `MODULE:NAME`
 (a pydantic v2 model or msgspec Struct) or `FILE.proto:Message`
-(`service.userschema.load_schema`). A `SchemaSpec` setting loads it while the
+(`schemas.loader.load_schema`). A `SchemaSpec` setting loads it while the
 settings are validated, so a bad spec is a configuration error before Kafka is
 touched; `resolve` then returns the same loaded schema for the rest of the process.
 """
@@ -22,10 +22,10 @@ import msgspec
 from google.protobuf.message import Message
 from pydantic import AfterValidator, BaseModel
 
-from service import models, pydantic_models
-from service.errors import ConfigError
-from service.pb import messages_pb2
-from service.userschema import UserSchema, load_schema
+from schemas import models, pydantic_models
+from schemas.errors import ConfigError
+from schemas.loader import UserSchema, load_schema
+from schemas.pb import messages_pb2
 
 SchemaName = Literal["small", "medium", "large"]
 SCHEMA_NAMES: Final[tuple[SchemaName, ...]] = get_args(SchemaName)
@@ -33,7 +33,7 @@ SCHEMA_NAMES: Final[tuple[SchemaName, ...]] = get_args(SchemaName)
 
 class SchemaForms(Protocol):
     """What a codec needs of a schema: a built-in `Schema` or a user's
-    (`service.userschema.UserSchema`)."""
+    (`schemas.loader.UserSchema`)."""
 
     @property
     def name(self) -> str: ...

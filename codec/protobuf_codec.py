@@ -17,7 +17,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.internal import api_implementation
 from google.protobuf.message import Message
 
-from service.codecs.base import PROTOBUF, as_encode_error, safe_decode
+from codec.base import PROTOBUF, as_encode_error, safe_decode
 
 P = TypeVar("P", bound=Message)
 

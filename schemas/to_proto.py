@@ -17,9 +17,9 @@ from google.protobuf import (
 )
 from google.protobuf.message import Message
 
-from service.errors import ConfigError
-from service.userschema.proto_parse import TIMESTAMP_FILE, map_entry_name
-from service.userschema.shape import (
+from schemas.errors import ConfigError
+from schemas.proto_parse import TIMESTAMP_FILE, map_entry_name
+from schemas.shape import (
     TIMESTAMP,
     Choice,
     FieldShape,

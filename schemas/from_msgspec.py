@@ -6,8 +6,8 @@ from typing import Any, Final
 
 import msgspec
 
-from service.userschema.annotations import AnnotationReader
-from service.userschema.shape import (
+from schemas.annotations import AnnotationReader
+from schemas.shape import (
     NO_DEFAULT,
     Constraints,
     FieldShape,

@@ -7,7 +7,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from service.codecs.base import JSON, MSGPACK, as_encode_error, safe_decode
+from codec.base import JSON, MSGPACK, as_encode_error, safe_decode
 
 S = TypeVar("S", bound=msgspec.Struct)
 
