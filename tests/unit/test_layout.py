@@ -15,8 +15,8 @@ LAYERS = {
     "service": 2,
     "loadgen": 3,
     "localkafka": 3,
+    "schematool": 3,
     "codecbench": 4,
-    "schematool": 4,
     "abrunner": 5,
 }
 """A package may import only packages of a lower layer (and its own)."""
