@@ -37,7 +37,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 import service.flags as commands
-from abrunner import compare, decisions, notes, runner
+from abrunner import compare, decisions, notes, rejections, runner
 from abrunner.config import TOOL, AbSettings
 from abrunner.plan import Plan, Profile
 from abrunner.report import markdown_table, tables, write
@@ -297,7 +297,11 @@ def print_tables(report: Report, out: TextIO) -> None:
     Markdown tables, one line per row whatever the width.
     """
     before = [notes.interrupted(report), notes.repeat_warning(report.plan)]
-    after = [decisions.section(report), notes.decode_differs(report.summary)]
+    after = [
+        decisions.section(report),
+        rejections.sections(report.results, list(report.summary)),
+        notes.decode_differs(report.summary),
+    ]
     texts = [t for t in before if t], [t for t in after if t]
     if not out.isatty():
         lines = [f"{text}\n" for text in texts[0]]

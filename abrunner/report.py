@@ -27,7 +27,7 @@ from typing import Final, NamedTuple
 
 import msgspec
 
-from abrunner import decisions, notes
+from abrunner import decisions, notes, rejections
 from abrunner.charts import CHARTS, SWEEP_CHART, charts
 from abrunner.results import (
     FIGURES,
@@ -285,6 +285,8 @@ def markdown(report: Report) -> str:
         lines += [f"## {plan.heading(profile)}", "", *markdown_table(headers, body), ""]
     if ratios := decisions.section(report):
         lines += [ratios, ""]
+    if refused := rejections.sections(report.results, list(report.summary)):
+        lines += [refused, ""]
     if differ := notes.decode_differs(report.summary):
         lines += ["## Decode: Kafka path vs in-process", "", differ, ""]
     if report.summary:

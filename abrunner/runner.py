@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack, suppress
+from pathlib import Path
 from typing import Final, NamedTuple
 
 from rich.console import Console
@@ -39,6 +40,7 @@ from abrunner.plan import MEASURED_SEED, WARMUP_SEED, Case, Plan
 from abrunner.process import LoadgenProcess, WorkerProcess, child_env
 from abrunner.report import aggregate, environment
 from abrunner.results import CaseResult, InProcess, Report
+from loadgen.report import Summary
 from localkafka import LocalKafka, create_topic, delete_topic, kafka_version
 from schemas.errors import RunnerError
 
@@ -135,10 +137,17 @@ def _run_all(
                     profile=case.profile.label,
                     repeat=case.repeat,
                     error=error,
+                    logs=[str(p) for p in _logs(plan, case) if p.exists()],
                 )
             results.append(result)
             progress.remove_task(step)
             progress.advance(overall)
+
+
+def _logs(plan: Plan, case: Case) -> tuple[Path, Path]:
+    """The case's worker log and load generator log (kept after the run)."""
+    logs = plan.out_dir / "logs"
+    return logs / f"{case.tag}.log", logs / f"{case.tag}-loadgen.log"
 
 
 def run_case(bootstrap: str, case: Case, plan: Plan, note: Note) -> CaseResult:
@@ -157,7 +166,7 @@ def run_case(bootstrap: str, case: Case, plan: Plan, note: Note) -> CaseResult:
         *("--codec", case.codec, "--schema", case.profile.schema),
         *("--summary-interval-s", "5", *plan.worker_args),
         group=f"ab-{uuid.uuid4().hex[:10]}",
-        log=plan.out_dir / "logs" / f"{case.tag}.log",
+        log=_logs(plan, case)[0],
         env=env,
     )
     m = _Measurement(bootstrap, topic, case, plan, worker, note, [], env)
@@ -168,6 +177,7 @@ def run_case(bootstrap: str, case: Case, plan: Plan, note: Note) -> CaseResult:
         result.offsets_committed_to_end = verify.committed_to_end(
             bootstrap, worker.group, topic, plan.partitions
         )
+        result.logs = [str(p) for p in _logs(plan, case) if p.exists()]
     except BaseException:
         # Failed or stopped (Ctrl-C): that is what to report, not a teardown error
         # it may cause (a topic the broker is still deleting, say).
@@ -209,6 +219,7 @@ class _Measurement(NamedTuple):
             replay=self.plan.replay,
             args=self.plan.loadgen_args,
             env=self.env,
+            log=_logs(self.plan, self.case)[1],
         )
         self.loadgens.append(proc)
         return proc
@@ -263,6 +274,7 @@ def _measure_rate(m: _Measurement) -> CaseResult:
         result.seq_missing = verify.missing_seqs(
             m.bootstrap, m.topic, run_id, summary.acked
         )
+    _rejections(m, result, run_id, summary)
     # Behind: more than half a second of traffic (at least 1000 messages) still
     # queued when the load stopped, or under 90 % of the rate actually produced.
     produced = summary.achieved_rate or plan.rate
@@ -278,9 +290,8 @@ def _measure_max(m: _Measurement) -> CaseResult:
     # The backlog is written before the worker starts, so the worker drains it at
     # the full speed of one process: that drain rate is its maximum sustainable rate.
     note(f"filling a backlog of {plan.max_messages:,} messages")
-    backlog = loadgen(
-        uuid.uuid4().hex[:12], rate=0, count=plan.max_messages, seed=MEASURED_SEED
-    )
+    run_id = uuid.uuid4().hex[:12]
+    backlog = loadgen(run_id, rate=0, count=plan.max_messages, seed=MEASURED_SEED)
     summary = backlog.summary(timeout=_BACKLOG_S)
     total = summary.acked
     worker.start()
@@ -295,9 +306,27 @@ def _measure_max(m: _Measurement) -> CaseResult:
     result.producer_failed = summary.failed
     result.lost = int(total - s1.processed)
     result.kept_up = True
+    _rejections(m, result, run_id, summary)
     # Latency from a backlog is the time a message waited in it, not the codec's.
     result.e2e_p50_ms = result.e2e_p99_ms = result.e2e_p999_ms = None
     return result
+
+
+def _rejections(
+    m: _Measurement, result: CaseResult, run_id: str, summary: Summary
+) -> None:
+    """What the case's codec refused: its dead letters by field and reason, and a
+    replay's recorded messages its format could not carry."""
+    result.recorded = summary.recorded
+    result.replayed_as_recorded = summary.replayed_as_recorded
+    result.not_carried = dict(summary.not_carried)
+    found = (
+        verify.dead_letters(m.bootstrap, f"{m.topic}.dlq", run_id)
+        if result.dead_lettered
+        else {}
+    )
+    result.rejected_count = sum(found.values())
+    result.rejected = dict(found)
 
 
 def _first_processed(worker: WorkerProcess, timeout: float) -> Snapshot:

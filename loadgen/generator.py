@@ -221,6 +221,7 @@ def _run(
     }
     summary = agg.summary(meta, interrupted=interrupted)
     if s.replay is not None:
+        summary.recorded = len(source.values) + sum(source.not_carried.values())
         summary.replayed_as_recorded = source.as_recorded
         summary.not_carried = dict(source.not_carried)
     return summary

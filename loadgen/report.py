@@ -147,6 +147,8 @@ class Summary(msgspec.Struct):
     main_thread_cpu_s: float
     process_cpu_s: float
     interrupted: bool
+    recorded: int | None = None
+    """A replay: the messages in the recording."""
     replayed_as_recorded: int | None = None
     """A replay: recorded messages sent byte for byte (the rest were transcoded)."""
     not_carried: dict[str, int] = {}
