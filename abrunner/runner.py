@@ -34,7 +34,7 @@ from rich.progress import (
 )
 
 from abrunner import inprocess, verify
-from abrunner.figures import figures
+from abrunner.figures import fell_behind, figures, window_rate
 from abrunner.measure import Snapshot
 from abrunner.plan import MEASURED_SEED, WARMUP_SEED, Case, Plan
 from abrunner.process import LoadgenProcess, WorkerProcess, child_env
@@ -253,7 +253,7 @@ def _measure_rate(m: _Measurement) -> CaseResult:
     # The window opens when the first measured message is handled, not when the
     # load generator's process starts (its start-up is not the worker's time).
     s0 = _wait_processed(worker, warmed + 1, _START_S)
-    rss, lags = _watch(worker, load.running, _POLL_S)
+    rss, lags, points = _watch(worker, load.running, _POLL_S)
     s1 = worker.snapshot()
     summary = load.summary(timeout=60)
     total = warm_summary.acked + summary.acked
@@ -275,13 +275,15 @@ def _measure_rate(m: _Measurement) -> CaseResult:
             m.bootstrap, m.topic, run_id, summary.acked
         )
     _rejections(m, result, run_id, summary)
-    # Behind: more than half a second of traffic (at least 1000 messages) still
-    # queued when the load stopped, or under 90 % of the rate actually produced.
-    produced = summary.achieved_rate or plan.rate
-    behind = (result.lag_end or 0) > max(0.5 * plan.rate, 1000) or (
-        (result.throughput or 0) < 0.9 * produced
+    in_window = window_rate(s0, points, summary.window_s)
+    if in_window is not None:
+        result.throughput = in_window
+    result.kept_up = not fell_behind(
+        lag_end=result.lag_end,
+        throughput=result.throughput,
+        produced=summary.achieved_rate,
+        rate=plan.rate,
     )
-    result.kept_up = not behind
     return result
 
 
@@ -297,7 +299,9 @@ def _measure_max(m: _Measurement) -> CaseResult:
     worker.start()
     note("draining the backlog with one worker process")
     s0 = _first_processed(worker, _BACKLOG_S)
-    rss, lags = _watch(worker, lambda: worker.snapshot().processed < total, _MAX_POLL_S)
+    rss, lags, _ = _watch(
+        worker, lambda: worker.snapshot().processed < total, _MAX_POLL_S
+    )
     s1 = _wait_processed(worker, total, _DRAIN_S)
     result = figures(m.case, s0, s1, s1, rss, lags)
     result.mode = "max"
@@ -359,13 +363,15 @@ def _wait_processed(worker: WorkerProcess, total: float, timeout: float) -> Snap
 
 def _watch(
     worker: WorkerProcess, running: Callable[[], bool], every: float
-) -> tuple[list[int], list[float]]:
-    """Sample the worker's RSS and lag while `running()`."""
+) -> tuple[list[int], list[float], list[tuple[float, float]]]:
+    """Sample the worker's RSS, lag and (time, messages handled) while `running()`."""
     rss: list[int] = []
     lags: list[float] = []
+    points: list[tuple[float, float]] = []
     while running():
         time.sleep(every)
         snap = worker.snapshot()
         rss.append(snap.rss)
         lags.append(snap.lag)
-    return rss, lags
+        points.append((snap.at, snap.processed))
+    return rss, lags, points
