@@ -296,7 +296,11 @@ def print_tables(report: Report, out: TextIO) -> None:
     A terminal gets rich tables; anything else (a pipe, a file) gets report.md's
     Markdown tables, one line per row whatever the width.
     """
-    before = [notes.interrupted(report), notes.repeat_warning(report.plan)]
+    before = [
+        notes.interrupted(report),
+        notes.repeat_warning(report.plan),
+        notes.baseline_behind(report),
+    ]
     after = [
         decisions.section(report),
         rejections.sections(report.results, list(report.summary)),

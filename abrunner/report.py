@@ -264,7 +264,8 @@ def markdown(report: Report) -> str:
         lines += [stopped, ""]
     lines += [
         f"Mode: {mode}; {plan.partitions} partitions; repeats: {plan.repeat}; "
-        f"baseline: `{plan.baseline}` (ratios in parentheses are to it).",
+        f"baseline: `{plan.baseline}` (ratios in parentheses: the codec's median "
+        "over the baseline's median).",
         "",
         "Figures come from each worker's /metrics and /proc accounting; CPU is the "
         "worker process only. Broker, load generator and worker share this machine's "
@@ -281,6 +282,8 @@ def markdown(report: Report) -> str:
     drawn = tables(report)
     legend = notes.legend({h for _, headers, _ in drawn for h in headers})
     lines += [*legend, ""] if legend else []
+    if (caveat := notes.baseline_behind(report)) is not None:
+        lines += [caveat, ""]
     for profile, headers, body in drawn:
         lines += [f"## {plan.heading(profile)}", "", *markdown_table(headers, body), ""]
     if ratios := decisions.section(report):
