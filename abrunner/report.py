@@ -28,7 +28,7 @@ from typing import Final, NamedTuple
 import msgspec
 
 from abrunner import decisions, notes, rejections
-from abrunner.charts import CHARTS, SWEEP_CHART, charts
+from abrunner.charts import SWEEP_CHART, charts, drawable
 from abrunner.results import (
     FIGURES,
     CaseResult,
@@ -292,11 +292,11 @@ def markdown(report: Report) -> str:
         lines += [refused, ""]
     if differ := notes.decode_differs(report.summary):
         lines += ["## Decode: Kafka path vs in-process", "", differ, ""]
-    if report.summary:
+    if shown := drawable(report.summary):
         lines += ["## Charts", ""]
-        lines += [f"![{title}]({name})" for name, _key, title in CHARTS]
-    if len(report.summary) > 1:
-        lines.append(f"![throughput vs payload size]({SWEEP_CHART})")
+        lines += [f"![{title}]({name})" for name, _key, title in shown]
+        if len(report.summary) > 1:
+            lines.append(f"![throughput vs payload size]({SWEEP_CHART})")
     libs = ", ".join(f"{k} {v}" for k, v in env.libraries.items())
     lines += [
         "",

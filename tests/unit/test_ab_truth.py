@@ -3,10 +3,13 @@ definitions named, a caveat on a baseline that fell behind."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from abrunner import decisions, notes, report as abreport, stats
-from abrunner.results import Ratio
+from abrunner.charts import drawable, tick_label
+from abrunner.results import CaseResult, Ratio
 from tests.unit.test_ab_report import report, result
 
 
@@ -58,3 +61,32 @@ def test_a_baseline_that_fell_behind_gets_a_caveat() -> None:
     assert caveat in abreport.markdown(r)
     kept = report([result("json-stdlib+pydantic", 25.0), result("protobuf", 10.0)])
     assert notes.baseline_behind(kept) is None
+
+
+def test_an_all_failed_run_draws_no_chart(tmp_path: Path) -> None:
+    failed = [
+        CaseResult(codec=c, profile="medium", repeat=0, error="RunnerError: x")
+        for c in ("json-stdlib+pydantic", "protobuf")
+    ]
+    paths = abreport.write(report(failed, repeat=1), tmp_path)
+    assert not list(tmp_path.glob("*.png"))
+    assert len(paths) == 2
+    assert "## Charts" not in (tmp_path / "report.md").read_text()
+
+
+def test_failed_and_fell_behind_codecs_are_marked_on_the_charts() -> None:
+    behind = result("json-stdlib+pydantic", 25.0, kept_up=False, lag_end=9e4)
+    failed = CaseResult(codec="protobuf", profile="medium", repeat=0, error="x")
+    r = report([behind, failed, result("msgspec-msgpack", 8.0)], repeat=1)
+    summary = r.summary
+    assert tick_label(summary, "json-stdlib+pydantic") == (
+        "json-stdlib+pydantic\n(FELL BEHIND)"
+    )
+    assert tick_label(summary, "protobuf") == "protobuf\n(FAILED)"
+    assert tick_label(summary, "msgspec-msgpack") == "msgspec-msgpack"
+    assert [name for name, _, _ in drawable(summary)] == [
+        "cpu_per_message.png",
+        "p99_latency.png",
+        "rss.png",
+        "wire_size.png",
+    ]
