@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Final, NamedTuple
 
 import codecbench
+from abrunner import sizing
 from abrunner.plan import MEASURED_SEED, Plan
 from abrunner.results import InProcess
 from codecbench.bench import DEFAULT_MIN_TIME_S, Progress
@@ -67,13 +68,15 @@ def measure(
             # codec-bench measures the built-in schemas' synthetic payloads only.
             note(f"{profile.label}: no in-process figures (built-in payloads only)")
             continue
+        # The load generator's pool, bounded by bytes like it (`abrunner.sizing`).
+        pool = min(tuning.pool_size, sizing.pool_size(profile))
         report = codecbench.run(
             plan.codecs,
             [profile.schema],
             seed=MEASURED_SEED,  # the measured load's payloads
             large_bytes=profile.large_bytes or DEFAULT_LARGE_BYTES,
             progress=note,
-            **tuning._asdict(),
+            **tuning._replace(pool_size=pool)._asdict(),
         )
         found += [
             InProcess(

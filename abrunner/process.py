@@ -24,7 +24,7 @@ from typing import IO, ClassVar, Final, Self
 
 import msgspec
 
-from abrunner import measure
+from abrunner import measure, sizing
 from abrunner.plan import Profile
 from loadgen.report import Summary
 from schemas.errors import RunnerError
@@ -265,6 +265,8 @@ class LoadgenProcess:
             cmd += ["--large-bytes", str(profile.large_bytes)]
         if replay is not None:
             cmd += ["--replay", replay, "--transcode", codec]
+        elif (pool := sizing.pool_size(profile)) < sizing.POOL_SIZE:
+            cmd += ["--pool-size", str(pool)]  # bounded by bytes: large payloads
         cmd += ["--duration", str(duration)] if duration else ["--count", str(count)]
         self.log = log
         self._err: IO[bytes] | None = None

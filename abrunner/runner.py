@@ -33,7 +33,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from abrunner import inprocess, verify
+from abrunner import inprocess, sizing, verify
 from abrunner.figures import fell_behind, figures, window_rate
 from abrunner.measure import Snapshot
 from abrunner.plan import MEASURED_SEED, WARMUP_SEED, Case, Plan
@@ -291,9 +291,10 @@ def _measure_max(m: _Measurement) -> CaseResult:
     plan, worker, note, loadgen = m.plan, m.worker, m.note, m.loadgen
     # The backlog is written before the worker starts, so the worker drains it at
     # the full speed of one process: that drain rate is its maximum sustainable rate.
-    note(f"filling a backlog of {plan.max_messages:,} messages")
+    count = sizing.backlog(plan, m.case.profile)
+    note(f"filling a backlog of {count:,} messages")
     run_id = uuid.uuid4().hex[:12]
-    backlog = loadgen(run_id, rate=0, count=plan.max_messages, seed=MEASURED_SEED)
+    backlog = loadgen(run_id, rate=0, count=count, seed=MEASURED_SEED)
     summary = backlog.summary(timeout=_BACKLOG_S)
     total = summary.acked
     worker.start()
