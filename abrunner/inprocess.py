@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import Final, NamedTuple
 
+from rich import progress as bars
+from rich.console import Console
+
 import codecbench
 from abrunner import sizing
 from abrunner.plan import MEASURED_SEED, Plan
@@ -88,3 +91,32 @@ def measure(
             for r in report.results
         ]
     return found
+
+
+def shown(plan: Plan, console: Console) -> list[InProcess]:
+    """The in-process decode figures, or none (said so) when they cannot be taken."""
+    console.print("measuring each codec's decode in-process (codec-bench) ...")
+    steps = len(plan.codecs) * len(plan.profiles)
+    bar = bars.Progress(
+        bars.TextColumn("{task.description}"),
+        bars.BarColumn(),
+        bars.MofNCompleteColumn(),
+        bars.TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+
+    def note(what: str) -> None:
+        if console.is_terminal:
+            bar.update(task, description=f"codec-bench: {what}", advance=1)
+        else:
+            console.print(f"  {what}")
+
+    try:
+        with bar:
+            task = bar.add_task("codec-bench", total=steps)
+            return measure(plan, note)
+    except Exception as exc:  # an optional figure must not cost the run
+        console.print(f"in-process figures left out: {type(exc).__name__}: {exc}")
+        return []

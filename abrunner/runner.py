@@ -74,7 +74,7 @@ def run(plan: Plan, bootstrap: str | None, console: Console) -> Report:
     kafka, interrupted = "external", False
     try:
         if plan.bench:  # before the broker and the cases: nothing else runs then
-            in_process = _bench(plan, console)
+            in_process = inprocess.shown(plan, console)
         with ExitStack() as stack:
             if not bootstrap:
                 console.print("starting the local Kafka ...")
@@ -93,16 +93,6 @@ def run(plan: Plan, bootstrap: str | None, console: Console) -> Report:
         interrupted=interrupted,
         in_process=in_process,
     )
-
-
-def _bench(plan: Plan, console: Console) -> list[InProcess]:
-    """The in-process decode figures, or none (said so) when they cannot be taken."""
-    console.print("measuring each codec's decode in-process (codec-bench) ...")
-    try:
-        return inprocess.measure(plan, lambda what: console.print(f"  {what}"))
-    except Exception as exc:  # an optional figure must not cost the run
-        console.print(f"in-process figures left out: {type(exc).__name__}: {exc}")
-        return []
 
 
 def _run_all(

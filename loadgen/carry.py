@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -59,8 +59,15 @@ class Carried:
     first_left_out: str = ""
 
 
-def carry(s: LoadgenSettings, records: list[Record]) -> Carried:
-    """Each record of `records` in `s.transcode`'s wire format, or why it is not."""
+def carry(
+    s: LoadgenSettings,
+    records: list[Record],
+    done: Callable[[int], None] = lambda n: None,
+) -> Carried:
+    """Each record of `records` in `s.transcode`'s wire format, or why it is not.
+
+    `done(n)` is told every 1000 records how many are done (a progress bar).
+    """
     assert s.transcode is not None  # noqa: S101  # checked by the caller
     forms = s.forms
     auto = get_codec("auto", forms, auto_json=s.transcode_json)
@@ -68,6 +75,8 @@ def carry(s: LoadgenSettings, records: list[Record]) -> Carried:
     target = get_codec(s.transcode, forms)
     out = Carried()
     for i, r in enumerate(records):
+        if i % 1000 == 0:
+            done(i)
         try:
             source = auto.codec_for(content_type(r))
         except DecodeError:
@@ -87,6 +96,7 @@ def carry(s: LoadgenSettings, records: list[Record]) -> Carried:
         out.not_carried[why] += 1
         if not out.first_left_out:
             out.first_left_out = f"partition {r.partition} offset {r.offset}: {why}"
+    done(len(records))
     return out
 
 

@@ -13,6 +13,10 @@ carry is left out and counted (`loadgen.carry`).
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 from codec import get_codec
 from loadgen.carry import carry, content_type
 from loadgen.config import LoadgenSettings
@@ -20,6 +24,23 @@ from loadgen.recording import Record, read_recording
 from loadgen.source import Source
 from schemas.errors import ConfigError, RecordingError
 from service.headers import STAMPED
+
+
+@contextmanager
+def _progress(
+    s: LoadgenSettings, what: str, total: int
+) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr while a long step runs (a terminal only, as the
+    live line: `progress`); yields `done(n)`."""
+    from rich.console import Console  # only a replay needs it: a lighter start
+    from rich.progress import Progress
+
+    tty = sys.stderr.isatty() and sys.stdout.isatty()
+    shown = s.progress == "always" or (s.progress == "auto" and tty)
+    console = Console(stderr=True, force_terminal=s.progress == "always" or None)
+    with Progress(console=console, transient=True, disable=not shown) as bar:
+        task = bar.add_task(what, total=total)
+        yield lambda n: bar.update(task, completed=n)
 
 
 def _transcoded(
@@ -31,7 +52,8 @@ def _transcoded(
         ConfigError: the target can carry none of them.
     """
     assert s.transcode is not None  # noqa: S101  # checked by the caller
-    carried = carry(s, records)
+    with _progress(s, f"transcoding to {s.transcode}", len(records)) as done:
+        carried = carry(s, records, done)
     if not carried.indexes:
         raise ConfigError(
             f"config error: transcode: none of the {len(records)} recorded messages "

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import shutil
 from pathlib import Path
 from typing import Any, cast
 
 import msgspec
 import pytest
+from rich.console import Console
 
 import codecbench
 from abrunner import cli, inprocess, runner, sizing
@@ -89,3 +91,21 @@ def test_the_bench_and_the_load_generator_use_the_bounded_pool(
         assert cmd[cmd.index("--pool-size") + 1] == "44"
     finally:
         proc.close()
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_the_bench_shows_its_progress_on_a_terminal_only(
+    monkeypatch: pytest.MonkeyPatch, terminal: bool
+) -> None:
+    def fake_run(codecs: Any, profiles: Any, *, progress: Any, **kw: Any) -> Any:
+        for codec in codecs:
+            progress(f"{codec} {profiles[0]}")
+        return type("R", (), {"results": []})()
+
+    monkeypatch.setattr(codecbench, "run", fake_run)
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=terminal, width=100)
+    assert inprocess.shown(plan(Profile("medium")), console) == []
+    text = out.getvalue()
+    assert ("codec-bench: protobuf medium" in text) is terminal
+    assert ("  protobuf medium\n" in text) is not terminal

@@ -116,3 +116,13 @@ def test_nothing_carried_is_one_config_error(tmp_path: Path) -> None:
     path = _write(tmp_path / "r.rec", [b"not json"], [[]])
     with pytest.raises(ConfigError, match="partition 0 offset 0: record: does not"):
         replay_source(_settings(path, LAX, "protobuf"), 1)
+
+
+@pytest.mark.parametrize(("mode", "shown"), [("always", True), ("never", False)])
+def test_transcoding_shows_its_progress_on_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str, shown: bool
+) -> None:
+    path = _write(tmp_path / "r.rec", JSON_VALUES, JSON_HEADERS)
+    replay_source(_settings(path, LAX, "protobuf", progress=mode), 1)
+    err = capsys.readouterr().err
+    assert ("transcoding to protobuf" in err) is shown
