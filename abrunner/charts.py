@@ -49,17 +49,50 @@ def charts(report: Report, out: Path) -> list[Path]:
     summary = report.summary
     profiles = list(summary)
     codecs = by_cpu(summary[profiles[0]]) if profiles else []
+    ticks = [tick_label(summary, c, report.plan.max_mode) for c in codecs]
     written = [
-        _bar_chart(summary, codecs, key, title, out / name)
-        for name, key, title in CHARTS
+        _bar_chart(summary, codecs, ticks, key, title, out / name)
+        for name, key, title in drawable(summary)
     ]
-    if len(profiles) > 1:
+    if len(profiles) > 1 and written:
         written.append(_sweep_chart(summary, codecs, out / SWEEP_CHART))
     return written
 
 
+def drawable(summary: Summary) -> list[tuple[str, str, str]]:
+    """The `CHARTS` with a figure to draw: none for a run where every case failed."""
+    return [
+        chart
+        for chart in CHARTS
+        if any(
+            (spread := row.figures.get(chart[1])) is not None
+            and math.isfinite(spread.median)
+            and spread.median > 0
+            for rows in summary.values()
+            for row in rows.values()
+        )
+    ]
+
+
+def tick_label(summary: Summary, codec: str, max_mode: bool = False) -> str:
+    """The codec's name, marked when it failed or fell behind on any profile:
+    its bar is missing, or was measured on a saturated worker."""
+    rows = [rows[codec] for rows in summary.values() if codec in rows]
+    if any(row.errors for row in rows):
+        return f"{codec}\n(FAILED)"
+    behind = any(row.not_drained or not row.kept_up for row in rows)
+    if behind and not max_mode:
+        return f"{codec}\n(FELL BEHIND)"
+    return codec
+
+
 def _bar_chart(
-    summary: Summary, codecs: list[str], key: str, title: str, path: Path
+    summary: Summary,
+    codecs: list[str],
+    ticks: list[str],
+    key: str,
+    title: str,
+    path: Path,
 ) -> Path:
     fig, ax = _pyplot().subplots(figsize=(9, 4.5))
     width = 0.8 / max(len(summary), 1)
@@ -72,7 +105,7 @@ def _bar_chart(
         drawn.extend(v for v in values if v > 0)
     middle = width * (len(summary) - 1) / 2
     ax.set_xticks(
-        [x + middle for x in range(len(codecs))], codecs, rotation=20, ha="right"
+        [x + middle for x in range(len(codecs))], ticks, rotation=20, ha="right"
     )
     if drawn and max(drawn) > _LOG_SPAN * min(drawn):
         ax.set_yscale("log")

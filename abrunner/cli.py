@@ -25,6 +25,7 @@ import argparse
 import os
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -37,12 +38,13 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 import service.flags as commands
-from abrunner import compare, decisions, notes, runner
+from abrunner import compare, decisions, notes, rejections, runner, sizing
 from abrunner.config import TOOL, AbSettings
 from abrunner.plan import Plan, Profile
 from abrunner.report import markdown_table, tables, write
 from abrunner.results import CaseResult, Report
 from schemas.errors import ConfigError
+from service.broker_state import DEFAULT_DATA_DIR
 from service.flags import KAFKA_FLAGS, Flag, add_flags
 
 INTERRUPTED: Final = 130
@@ -217,6 +219,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     bootstrap = settings.bootstrap
     if bootstrap is not None and not settings.bootstrap_given:
         console.print(f"using the broker `codec-kafka start` recorded: {bootstrap}")
+    if (problem := _disk(plan, bootstrap, settings.bootstrap_given)) is not None:
+        print(f"codec-ab: {problem}", file=sys.stderr)
+        return 2
     try:
         with _interrupts():
             report = runner.run(plan, bootstrap, console)
@@ -237,6 +242,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         names = (args.compare[0], str(paths[1]))
         status = max(status, _gate(settings, before[0], report, names))
     return status
+
+
+def _disk(plan: Plan, bootstrap: str | None, given: bool) -> str | None:
+    """Why the broker's disk cannot hold a `--max` backlog (None: it can, or it is
+    another machine's, which cannot be checked from here)."""
+    if bootstrap is None:  # the local Kafka started for the run: a temporary dir
+        return sizing.disk_problem(plan, Path(tempfile.gettempdir()))
+    if not given:  # the one `codec-kafka start` left running
+        return sizing.disk_problem(plan, Path(DEFAULT_DATA_DIR))
+    return None
 
 
 def _gate(
@@ -296,8 +311,16 @@ def print_tables(report: Report, out: TextIO) -> None:
     A terminal gets rich tables; anything else (a pipe, a file) gets report.md's
     Markdown tables, one line per row whatever the width.
     """
-    before = [notes.interrupted(report), notes.repeat_warning(report.plan)]
-    after = [decisions.section(report), notes.decode_differs(report.summary)]
+    before = [
+        notes.interrupted(report),
+        notes.repeat_warning(report.plan),
+        notes.baseline_behind(report),
+    ]
+    after = [
+        decisions.section(report),
+        rejections.sections(report.results, list(report.summary)),
+        notes.decode_differs(report.summary),
+    ]
     texts = [t for t in before if t], [t for t in after if t]
     if not out.isatty():
         lines = [f"{text}\n" for text in texts[0]]

@@ -13,7 +13,8 @@ codec whose gated figure (`--gate-figures`, default CPU us/msg) rose by more tha
 repeats on either side, by more than the threshold alone (said in the output). A
 codec that failed or lost messages in NEW fails it too.
 
-Exit status: 0 no regression, 1 a regression, 2 a report that cannot be read.
+Exit status: 0 no regression, 1 a regression, 2 a report that cannot be read or
+two reports with no codec on a profile in common (nothing was compared).
 """
 
 from __future__ import annotations
@@ -141,13 +142,34 @@ def failures(new: Report) -> list[str]:
 
 
 def differences(old: Report, new: Report) -> list[str]:
-    """The run settings the two reports differ in, as `--flag old -> new`."""
+    """The run settings the two reports differ in, as `--flag old -> new`: the
+    schema (or profiles) and the payloads' source (synthetic or a replay) too."""
     found = []
+    schemas = [", ".join(p.label for p in r.plan.profiles) for r in (old, new)]
+    if schemas[0] != schemas[1]:
+        found.append(f"--schema {schemas[0]} -> {schemas[1]}")
+    sources = [_source(r) for r in (old, new)]
+    if sources[0] != sources[1]:
+        found.append(f"payloads {sources[0]} -> {sources[1]}")
     for key, flag in _PLAN_FIELDS.items():
         a, b = getattr(old.plan, key), getattr(new.plan, key)
         if a != b:
             found.append(f"{flag} {_setting(a)} -> {_setting(b)}")
     return found
+
+
+def _source(report: Report) -> str:
+    replay = report.plan.replay
+    return "synthetic" if replay is None else f"replayed from {replay}"
+
+
+def _common(old: Report, new: Report) -> bool:
+    """Whether some codec ran on some profile in both reports."""
+    return any(
+        codec in old.summary.get(profile, {})
+        for profile, rows in new.summary.items()
+        for codec in rows
+    )
 
 
 def _setting(value: object) -> str:
@@ -211,6 +233,13 @@ def gate(
         for c in found
         if c.regressed
     ]
+    if not _common(old, new):
+        lines.append(
+            "result: nothing to compare: no codec on a profile both reports hold; "
+            "exit 2"
+        )
+        out.write("\n".join(lines) + "\n")
+        return UNREADABLE
     if worse or broken:
         lines.append(f"result: REGRESSION: {'; '.join(worse + broken)}; exit 1")
     else:

@@ -109,7 +109,7 @@ def _ratio(
         interval = stats.Interval(math.exp(sum(logs) / len(logs)), math.nan, math.nan)
         verdict = None
     else:
-        verdict = stats.verdict(interval)
+        verdict = stats.verdict(interval, stats.digits(interval))
     known = verdict is not None
     return Ratio(
         profile=profile,
@@ -144,9 +144,12 @@ def section(report: Report) -> str | None:
     lines = [
         f"Each codec's figure over `{plan.baseline}`'s: the geometric mean of the "
         "ratios of repeats run side by side (repeat i over the baseline's repeat i), "
-        "with a 95 % Student t interval on their logarithm. Lower is better for all "
-        "three: *better* or *worse* when the interval excludes 1, else *no "
-        "detectable difference*.",
+        "with a 95 % Student t interval on their logarithm. The tables above "
+        "divide one median by the other instead (median over the baseline's "
+        "median), so the two ratios of a figure can differ. Lower is better for all "
+        "three: *better* or *worse* when the interval, as printed, excludes 1, else "
+        "*no detectable difference*; an interval is printed with more decimals "
+        "when two would round a bound onto 1.",
         "",
         "| profile | codec | figure | ratio | 95 % interval | verdict |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -155,7 +158,9 @@ def section(report: Report) -> str | None:
         if r.low is None or r.high is None:
             span, verdict = "-", f"no interval ({r.pairs} pairs measured)"
         else:
-            span, verdict = f"{_x(r.low)} to {_x(r.high)}", r.verdict or "-"
+            d = stats.digits(stats.Interval(r.ratio, r.low, r.high))
+            span = f"{_x(r.low, d)} to {_x(r.high, d)}"
+            verdict = r.verdict or "-"
         header = DECIDED.get(r.figure, r.figure)
         lines.append(
             f"| {r.profile} | {r.codec} | {header} | {_x(r.ratio)} | {span} | {verdict} |"
@@ -163,5 +168,5 @@ def section(report: Report) -> str | None:
     return title + "\n".join(lines)
 
 
-def _x(ratio: float) -> str:
-    return f"{ratio:.2f}x" if ratio >= 0.1 else f"{ratio:.2g}x"
+def _x(ratio: float, digits: int = 2) -> str:
+    return f"{ratio:.{digits}f}x" if ratio >= 0.1 else f"{ratio:.2g}x"

@@ -74,3 +74,44 @@ def _counted(s0: Snapshot, s2: Snapshot, name: str, **labels: str) -> float:
 
 def _scaled(value: float | None, factor: float) -> float | None:
     return None if value is None else value * factor
+
+
+def window_rate(
+    s0: Snapshot, points: list[tuple[float, float]], window_s: float
+) -> float | None:
+    """Messages handled per second over the producer's own load window.
+
+    The window opens at `s0` (the first measured message handled) and lasts as
+    long as the load generator's schedule (`window_s`), not until its process
+    has exited: flushing, printing its summary and exiting take it a second
+    more, which a short run's rate would otherwise count as idle time.
+    `points` are (monotonic time, messages handled) samples after `s0`; the
+    count at the window's end is interpolated between the two around it. None
+    when the samples end before the window does (the figure over s0-s1 stands).
+    """
+    if window_s <= 0:
+        return None
+    end = s0.at + window_s
+    before = (s0.at, s0.processed)
+    for at, done in points:
+        if at >= end:
+            share = (end - before[0]) / (at - before[0]) if at > before[0] else 1.0
+            handled = before[1] + share * (done - before[1])
+            return (handled - s0.processed) / window_s
+        before = (at, done)
+    return None
+
+
+def fell_behind(
+    *, lag_end: float | None, throughput: float | None, produced: float, rate: float
+) -> bool:
+    """Whether a worker could not keep pace with the load.
+
+    Behind: more than half a second of traffic (at least 1000 messages) still
+    queued when the load stopped, or under 90 % of the rate actually produced.
+    Dead letters are handled messages (the throughput counts every outcome), so
+    a worker that rejects most of its input is not behind for that.
+    """
+    queued = (lag_end or 0) > max(0.5 * rate, 1000)
+    slow = (throughput or 0) < 0.9 * (produced or rate)
+    return queued or slow

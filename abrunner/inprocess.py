@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from typing import Final, NamedTuple
 
+from rich import progress as bars
+from rich.console import Console
+
 import codecbench
+from abrunner import sizing
 from abrunner.plan import MEASURED_SEED, Plan
 from abrunner.results import InProcess
 from codecbench.bench import DEFAULT_MIN_TIME_S, Progress
@@ -67,13 +71,15 @@ def measure(
             # codec-bench measures the built-in schemas' synthetic payloads only.
             note(f"{profile.label}: no in-process figures (built-in payloads only)")
             continue
+        # The load generator's pool, bounded by bytes like it (`abrunner.sizing`).
+        pool = min(tuning.pool_size, sizing.pool_size(profile))
         report = codecbench.run(
             plan.codecs,
             [profile.schema],
             seed=MEASURED_SEED,  # the measured load's payloads
             large_bytes=profile.large_bytes or DEFAULT_LARGE_BYTES,
             progress=note,
-            **tuning._asdict(),
+            **tuning._replace(pool_size=pool)._asdict(),
         )
         found += [
             InProcess(
@@ -85,3 +91,32 @@ def measure(
             for r in report.results
         ]
     return found
+
+
+def shown(plan: Plan, console: Console) -> list[InProcess]:
+    """The in-process decode figures, or none (said so) when they cannot be taken."""
+    console.print("measuring each codec's decode in-process (codec-bench) ...")
+    steps = len(plan.codecs) * len(plan.profiles)
+    bar = bars.Progress(
+        bars.TextColumn("{task.description}"),
+        bars.BarColumn(),
+        bars.MofNCompleteColumn(),
+        bars.TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+
+    def note(what: str) -> None:
+        if console.is_terminal:
+            bar.update(task, description=f"codec-bench: {what}", advance=1)
+        else:
+            console.print(f"  {what}")
+
+    try:
+        with bar:
+            task = bar.add_task("codec-bench", total=steps)
+            return measure(plan, note)
+    except Exception as exc:  # an optional figure must not cost the run
+        console.print(f"in-process figures left out: {type(exc).__name__}: {exc}")
+        return []

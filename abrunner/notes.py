@@ -105,3 +105,28 @@ def decode_differs(summary: Summary) -> str | None:
         f"The Kafka path's decode median differs from the in-process one by more "
         f"than {DECODE_TOLERANCE:.0%} for {', '.join(far)}. {_WHY}"
     )
+
+
+def baseline_behind(report: Report) -> str | None:
+    """The caveat on ratios to a baseline that fell behind or failed; else None."""
+    plan = report.plan
+    if plan.max_mode:
+        return None
+    found = []
+    for profile, rows in report.summary.items():
+        base = rows.get(plan.baseline)
+        if base is None or len(rows) < 2:
+            continue
+        if base.errors or not base.runs:
+            found.append(f"`{profile}`: it failed, so no ratio is printed against it")
+        elif not base.kept_up or base.not_drained:
+            found.append(f"`{profile}`: it fell behind")
+    if not found:
+        return None
+    return (
+        f"**Caveat: the baseline `{plan.baseline}` did not keep up** "
+        f"({'; '.join(found)}). Its figures were taken while a backlog grew (its "
+        "CPU at its limit, its latency the time messages queued), so every ratio to "
+        "it compares a saturated worker with the others: read them as bounds, or "
+        "choose a baseline that keeps up (`--baseline`) or a lower `--rate`."
+    )

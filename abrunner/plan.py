@@ -168,9 +168,9 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
         what = f"your schema `{users[0]}`" if users else f"`{', '.join(labels)}`"
         if self.replay is not None:
             return (
-                f"Payloads: {what} messages replayed from `{self.replay}`, each "
-                "decoded with the codec its content-type names and re-encoded with "
-                "the case's codec."
+                f"Payloads: {what} messages replayed from `{self.replay}`: as "
+                "recorded, byte for byte, in a case of the recording's wire format; "
+                "transcoded into the case's codec in the others."
             )
         if users:
             return (

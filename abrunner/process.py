@@ -18,12 +18,13 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import IO, ClassVar, Final, Self
 
 import msgspec
 
-from abrunner import measure
+from abrunner import measure, sizing
 from abrunner.plan import Profile
 from loadgen.report import Summary
 from schemas.errors import RunnerError
@@ -233,6 +234,7 @@ class LoadgenProcess:
         replay: a recording to replay instead, transcoded into `codec`.
         args: further `codec-loadgen` arguments.
         env: the run's environment (default: this process's).
+        log: a file the run's stderr is appended to (default: kept in memory).
     """
 
     def __init__(
@@ -250,6 +252,7 @@ class LoadgenProcess:
         replay: str | None = None,
         args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
+        log: Path | None = None,
     ) -> None:
         # A user's spec goes to --schema; --profile (its older name) takes built-ins.
         schema = "--schema" if profile.user else "--profile"
@@ -262,12 +265,20 @@ class LoadgenProcess:
             cmd += ["--large-bytes", str(profile.large_bytes)]
         if replay is not None:
             cmd += ["--replay", replay, "--transcode", codec]
+        elif (pool := sizing.pool_size(profile)) < sizing.POOL_SIZE:
+            cmd += ["--pool-size", str(pool)]  # bounded by bytes: large payloads
         cmd += ["--duration", str(duration)] if duration else ["--count", str(count)]
+        self.log = log
+        self._err: IO[bytes] | None = None
+        if log is not None:
+            self._err = log.open("ab")
+            self._err.write(f"$ {' '.join([*cmd, *args])}\n".encode())
+            self._err.flush()
         self.proc = subprocess.Popen(  # noqa: S603 (the project's own command)
             [*cmd, *args],
             env=None if env is None else dict(env),
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=self._err or subprocess.PIPE,
             preexec_fn=die_with_parent(),
             process_group=0,
         )
@@ -290,22 +301,46 @@ class LoadgenProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.communicate()
-            raise RunnerError(f"codec-loadgen ran past {timeout:.0f} s") from None
-        if self.proc.returncode not in (0, 1):
             raise RunnerError(
-                f"codec-loadgen failed ({self.proc.returncode}): {err.decode()[-2000:]}"
-            )
+                f"codec-loadgen ran past {timeout:.0f} s{self._where()}"
+            ) from None
+        finally:
+            self._close_log()
         lines = out.decode().strip().splitlines()
-        try:
-            return msgspec.json.decode(lines[-1] if lines else "", type=Summary)
-        except msgspec.DecodeError as exc:
-            raise RunnerError(f"codec-loadgen printed no summary: {exc}") from exc
+        summary = None
+        if self.proc.returncode in (0, 1) and lines:
+            with suppress(msgspec.DecodeError):
+                summary = msgspec.json.decode(lines[-1], type=Summary)
+        if summary is None:
+            raise RunnerError(
+                f"codec-loadgen exited with {self.proc.returncode} and no summary: "
+                f"{self._why(err)}{self._where()}"
+            )
+        return summary
+
+    def _why(self, err: bytes | None) -> str:
+        """The run's last words on stderr: the error line that ended it."""
+        if err is None and self.log is not None:
+            with self.log.open("rb") as f:
+                f.seek(max(0, self.log.stat().st_size - 8192))
+                err = f.read()
+        text = (err or b"").decode(errors="replace").strip().splitlines()
+        return text[-1].strip() if text else "(nothing on stderr)"
+
+    def _where(self) -> str:
+        return "" if self.log is None else f" (log: {self.log})"
+
+    def _close_log(self) -> None:
+        if self._err is not None:
+            self._err.close()
+            self._err = None
 
     def close(self) -> None:
         """Kill the run if it still sends (its case was stopped); reap it."""
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.communicate()  # reaps it and closes the pipes
+        self._close_log()
         for pipe in (self.proc.stdout, self.proc.stderr):
             if pipe is not None:
                 pipe.close()

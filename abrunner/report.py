@@ -27,8 +27,8 @@ from typing import Final, NamedTuple
 
 import msgspec
 
-from abrunner import decisions, notes
-from abrunner.charts import CHARTS, SWEEP_CHART, charts
+from abrunner import decisions, notes, rejections
+from abrunner.charts import SWEEP_CHART, charts, drawable
 from abrunner.results import (
     FIGURES,
     CaseResult,
@@ -264,7 +264,8 @@ def markdown(report: Report) -> str:
         lines += [stopped, ""]
     lines += [
         f"Mode: {mode}; {plan.partitions} partitions; repeats: {plan.repeat}; "
-        f"baseline: `{plan.baseline}` (ratios in parentheses are to it).",
+        f"baseline: `{plan.baseline}` (ratios in parentheses: the codec's median "
+        "over the baseline's median).",
         "",
         "Figures come from each worker's /metrics and /proc accounting; CPU is the "
         "worker process only. Broker, load generator and worker share this machine's "
@@ -281,17 +282,21 @@ def markdown(report: Report) -> str:
     drawn = tables(report)
     legend = notes.legend({h for _, headers, _ in drawn for h in headers})
     lines += [*legend, ""] if legend else []
+    if (caveat := notes.baseline_behind(report)) is not None:
+        lines += [caveat, ""]
     for profile, headers, body in drawn:
         lines += [f"## {plan.heading(profile)}", "", *markdown_table(headers, body), ""]
     if ratios := decisions.section(report):
         lines += [ratios, ""]
+    if refused := rejections.sections(report.results, list(report.summary)):
+        lines += [refused, ""]
     if differ := notes.decode_differs(report.summary):
         lines += ["## Decode: Kafka path vs in-process", "", differ, ""]
-    if report.summary:
+    if shown := drawable(report.summary):
         lines += ["## Charts", ""]
-        lines += [f"![{title}]({name})" for name, _key, title in CHARTS]
-    if len(report.summary) > 1:
-        lines.append(f"![throughput vs payload size]({SWEEP_CHART})")
+        lines += [f"![{title}]({name})" for name, _key, title in shown]
+        if len(report.summary) > 1:
+            lines.append(f"![throughput vs payload size]({SWEEP_CHART})")
     libs = ", ".join(f"{k} {v}" for k, v in env.libraries.items())
     lines += [
         "",

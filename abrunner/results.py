@@ -65,6 +65,14 @@ class CaseResult(msgspec.Struct, kw_only=True, omit_defaults=True):
         worker_exit: the worker's exit status after SIGTERM.
         offsets_committed_to_end: the group's committed offsets reached the end.
         error: why the case could not be measured (None when it was).
+        rejected_count: dead letters of the measured run (read back from the
+            dead-letter topic).
+        rejected: those dead letters by `"<field path>: <reason>"`.
+        recorded: a replay: the messages in the recording.
+        replayed_as_recorded: a replay: recorded messages sent byte for byte.
+        not_carried: a replay: recorded messages the codec's format cannot carry
+            (skipped), by `"<field path>: <reason>"`.
+        logs: the case's log files (worker, load generator), as written.
     """
 
     codec: str
@@ -102,6 +110,12 @@ class CaseResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     worker_exit: int | None = None
     offsets_committed_to_end: bool | None = None
     error: str | None = None
+    rejected_count: int | None = None
+    rejected: dict[str, int] = {}
+    recorded: int | None = None
+    replayed_as_recorded: int | None = None
+    not_carried: dict[str, int] = {}
+    logs: list[str] = []
 
 
 FIGURES: Final = (

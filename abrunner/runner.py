@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack, suppress
+from pathlib import Path
 from typing import Final, NamedTuple
 
 from rich.console import Console
@@ -32,13 +33,14 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from abrunner import inprocess, verify
-from abrunner.figures import figures
+from abrunner import inprocess, sizing, verify
+from abrunner.figures import fell_behind, figures, window_rate
 from abrunner.measure import Snapshot
 from abrunner.plan import MEASURED_SEED, WARMUP_SEED, Case, Plan
 from abrunner.process import LoadgenProcess, WorkerProcess, child_env
 from abrunner.report import aggregate, environment
 from abrunner.results import CaseResult, InProcess, Report
+from loadgen.report import Summary
 from localkafka import LocalKafka, create_topic, delete_topic, kafka_version
 from schemas.errors import RunnerError
 
@@ -72,7 +74,7 @@ def run(plan: Plan, bootstrap: str | None, console: Console) -> Report:
     kafka, interrupted = "external", False
     try:
         if plan.bench:  # before the broker and the cases: nothing else runs then
-            in_process = _bench(plan, console)
+            in_process = inprocess.shown(plan, console)
         with ExitStack() as stack:
             if not bootstrap:
                 console.print("starting the local Kafka ...")
@@ -91,16 +93,6 @@ def run(plan: Plan, bootstrap: str | None, console: Console) -> Report:
         interrupted=interrupted,
         in_process=in_process,
     )
-
-
-def _bench(plan: Plan, console: Console) -> list[InProcess]:
-    """The in-process decode figures, or none (said so) when they cannot be taken."""
-    console.print("measuring each codec's decode in-process (codec-bench) ...")
-    try:
-        return inprocess.measure(plan, lambda what: console.print(f"  {what}"))
-    except Exception as exc:  # an optional figure must not cost the run
-        console.print(f"in-process figures left out: {type(exc).__name__}: {exc}")
-        return []
 
 
 def _run_all(
@@ -135,10 +127,17 @@ def _run_all(
                     profile=case.profile.label,
                     repeat=case.repeat,
                     error=error,
+                    logs=[str(p) for p in _logs(plan, case) if p.exists()],
                 )
             results.append(result)
             progress.remove_task(step)
             progress.advance(overall)
+
+
+def _logs(plan: Plan, case: Case) -> tuple[Path, Path]:
+    """The case's worker log and load generator log (kept after the run)."""
+    logs = plan.out_dir / "logs"
+    return logs / f"{case.tag}.log", logs / f"{case.tag}-loadgen.log"
 
 
 def run_case(bootstrap: str, case: Case, plan: Plan, note: Note) -> CaseResult:
@@ -157,7 +156,7 @@ def run_case(bootstrap: str, case: Case, plan: Plan, note: Note) -> CaseResult:
         *("--codec", case.codec, "--schema", case.profile.schema),
         *("--summary-interval-s", "5", *plan.worker_args),
         group=f"ab-{uuid.uuid4().hex[:10]}",
-        log=plan.out_dir / "logs" / f"{case.tag}.log",
+        log=_logs(plan, case)[0],
         env=env,
     )
     m = _Measurement(bootstrap, topic, case, plan, worker, note, [], env)
@@ -168,6 +167,7 @@ def run_case(bootstrap: str, case: Case, plan: Plan, note: Note) -> CaseResult:
         result.offsets_committed_to_end = verify.committed_to_end(
             bootstrap, worker.group, topic, plan.partitions
         )
+        result.logs = [str(p) for p in _logs(plan, case) if p.exists()]
     except BaseException:
         # Failed or stopped (Ctrl-C): that is what to report, not a teardown error
         # it may cause (a topic the broker is still deleting, say).
@@ -209,6 +209,7 @@ class _Measurement(NamedTuple):
             replay=self.plan.replay,
             args=self.plan.loadgen_args,
             env=self.env,
+            log=_logs(self.plan, self.case)[1],
         )
         self.loadgens.append(proc)
         return proc
@@ -242,7 +243,7 @@ def _measure_rate(m: _Measurement) -> CaseResult:
     # The window opens when the first measured message is handled, not when the
     # load generator's process starts (its start-up is not the worker's time).
     s0 = _wait_processed(worker, warmed + 1, _START_S)
-    rss, lags = _watch(worker, load.running, _POLL_S)
+    rss, lags, points = _watch(worker, load.running, _POLL_S)
     s1 = worker.snapshot()
     summary = load.summary(timeout=60)
     total = warm_summary.acked + summary.acked
@@ -263,13 +264,16 @@ def _measure_rate(m: _Measurement) -> CaseResult:
         result.seq_missing = verify.missing_seqs(
             m.bootstrap, m.topic, run_id, summary.acked
         )
-    # Behind: more than half a second of traffic (at least 1000 messages) still
-    # queued when the load stopped, or under 90 % of the rate actually produced.
-    produced = summary.achieved_rate or plan.rate
-    behind = (result.lag_end or 0) > max(0.5 * plan.rate, 1000) or (
-        (result.throughput or 0) < 0.9 * produced
+    _rejections(m, result, run_id, summary)
+    in_window = window_rate(s0, points, summary.window_s)
+    if in_window is not None:
+        result.throughput = in_window
+    result.kept_up = not fell_behind(
+        lag_end=result.lag_end,
+        throughput=result.throughput,
+        produced=summary.achieved_rate,
+        rate=plan.rate,
     )
-    result.kept_up = not behind
     return result
 
 
@@ -277,16 +281,18 @@ def _measure_max(m: _Measurement) -> CaseResult:
     plan, worker, note, loadgen = m.plan, m.worker, m.note, m.loadgen
     # The backlog is written before the worker starts, so the worker drains it at
     # the full speed of one process: that drain rate is its maximum sustainable rate.
-    note(f"filling a backlog of {plan.max_messages:,} messages")
-    backlog = loadgen(
-        uuid.uuid4().hex[:12], rate=0, count=plan.max_messages, seed=MEASURED_SEED
-    )
+    count = sizing.backlog(plan, m.case.profile)
+    note(f"filling a backlog of {count:,} messages")
+    run_id = uuid.uuid4().hex[:12]
+    backlog = loadgen(run_id, rate=0, count=count, seed=MEASURED_SEED)
     summary = backlog.summary(timeout=_BACKLOG_S)
     total = summary.acked
     worker.start()
     note("draining the backlog with one worker process")
     s0 = _first_processed(worker, _BACKLOG_S)
-    rss, lags = _watch(worker, lambda: worker.snapshot().processed < total, _MAX_POLL_S)
+    rss, lags, _ = _watch(
+        worker, lambda: worker.snapshot().processed < total, _MAX_POLL_S
+    )
     s1 = _wait_processed(worker, total, _DRAIN_S)
     result = figures(m.case, s0, s1, s1, rss, lags)
     result.mode = "max"
@@ -295,9 +301,27 @@ def _measure_max(m: _Measurement) -> CaseResult:
     result.producer_failed = summary.failed
     result.lost = int(total - s1.processed)
     result.kept_up = True
+    _rejections(m, result, run_id, summary)
     # Latency from a backlog is the time a message waited in it, not the codec's.
     result.e2e_p50_ms = result.e2e_p99_ms = result.e2e_p999_ms = None
     return result
+
+
+def _rejections(
+    m: _Measurement, result: CaseResult, run_id: str, summary: Summary
+) -> None:
+    """What the case's codec refused: its dead letters by field and reason, and a
+    replay's recorded messages its format could not carry."""
+    result.recorded = summary.recorded
+    result.replayed_as_recorded = summary.replayed_as_recorded
+    result.not_carried = dict(summary.not_carried)
+    found = (
+        verify.dead_letters(m.bootstrap, f"{m.topic}.dlq", run_id)
+        if result.dead_lettered
+        else {}
+    )
+    result.rejected_count = sum(found.values())
+    result.rejected = dict(found)
 
 
 def _first_processed(worker: WorkerProcess, timeout: float) -> Snapshot:
@@ -330,13 +354,15 @@ def _wait_processed(worker: WorkerProcess, total: float, timeout: float) -> Snap
 
 def _watch(
     worker: WorkerProcess, running: Callable[[], bool], every: float
-) -> tuple[list[int], list[float]]:
-    """Sample the worker's RSS and lag while `running()`."""
+) -> tuple[list[int], list[float], list[tuple[float, float]]]:
+    """Sample the worker's RSS, lag and (time, messages handled) while `running()`."""
     rss: list[int] = []
     lags: list[float] = []
+    points: list[tuple[float, float]] = []
     while running():
         time.sleep(every)
         snap = worker.snapshot()
         rss.append(snap.rss)
         lags.append(snap.lag)
-    return rss, lags
+        points.append((snap.at, snap.processed))
+    return rss, lags, points

@@ -152,10 +152,31 @@ def _interval(centre: float, half: float) -> Interval:
     return Interval(math.exp(centre), math.exp(centre - half), math.exp(centre + half))
 
 
-def verdict(interval: Interval) -> Verdict:
-    """For a lower-is-better ratio: better or worse when the interval excludes 1."""
-    if interval.high < 1:
+def verdict(interval: Interval, digits: int | None = None) -> Verdict:
+    """For a lower-is-better ratio: better or worse when the interval excludes 1.
+
+    With `digits`, decided on the bounds as printed with that many decimals, so a
+    reader sees the reason: `0.96x to 1.00x` is never "better".
+    """
+    low, high = interval.low, interval.high
+    if digits is not None:
+        low, high = round(low, digits), round(high, digits)
+    if high < 1:
         return "better"
-    if interval.low > 1:
+    if low > 1:
         return "worse"
     return "no detectable difference"
+
+
+def digits(interval: Interval, most: int = 4) -> int:
+    """Decimals (2 to `most`) that show whether the interval excludes 1.
+
+    2 unless a bound that lies on one side of 1 rounds onto it (0.998 -> 1.00):
+    then as many more as it takes, at most `most`; `verdict(interval, digits)`
+    decides on what is printed.
+    """
+    for d in range(2, most + 1):
+        low, high = round(interval.low, d), round(interval.high, d)
+        if (interval.high < 1) == (high < 1) and (interval.low > 1) == (low > 1):
+            return d
+    return most

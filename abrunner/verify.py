@@ -8,10 +8,12 @@ partition once the worker stopped (at-least-once, nothing left to redeliver).
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Final, cast
 
 from confluent_kafka import Consumer, TopicPartition
 
+from abrunner import rejections
 from service import headers
 
 _TIMEOUT_S: Final = 10.0
@@ -90,3 +92,28 @@ def _read_seqs(consumer: Consumer, ends: dict[int, int], run_id: bytes) -> set[i
             if (m.offset() or 0) + 1 >= ends.get(m.partition() or 0, 0):
                 ends.pop(m.partition() or 0, None)
     return seen
+
+
+def dead_letters(bootstrap: str, dlq: str, run_id: str) -> Counter[str]:
+    """The dead letters of run `run_id` in topic `dlq`, by `"<field path>: <reason>"`.
+
+    Read to the high watermarks taken first, like `missing_seqs`.
+    """
+    config = {"bootstrap.servers": bootstrap, "group.id": f"dlq-{run_id}"}
+    consumer = Consumer({**config, **_READ_BACK})
+    found: Counter[str] = Counter()
+    try:
+        ends = _high_watermarks(consumer, dlq)
+        consumer.assign([TopicPartition(dlq, p, 0) for p in ends])
+        while ends:
+            for m in consumer.consume(10_000, 1.0):
+                if m.error() is not None:
+                    continue
+                hs = dict(cast("list[tuple[str, bytes | None]]", m.headers() or []))
+                if hs.get(headers.RUN_ID) == run_id.encode():
+                    found[rejections.reason(hs)] += 1
+                if (m.offset() or 0) + 1 >= ends.get(m.partition() or 0, 0):
+                    ends.pop(m.partition() or 0, None)
+    finally:
+        consumer.close()
+    return found

@@ -219,4 +219,9 @@ def _run(
         "profile": s.schema_spec,
         "pattern": "replay" if s.paced_replay else s.pattern,
     }
-    return agg.summary(meta, interrupted=interrupted)
+    summary = agg.summary(meta, interrupted=interrupted)
+    if s.replay is not None:
+        summary.recorded = len(source.values) + sum(source.not_carried.values())
+        summary.replayed_as_recorded = source.as_recorded
+        summary.not_carried = dict(source.not_carried)
+    return summary

@@ -1,52 +1,77 @@
 """Replay: a recording turned into the `Source` a run sends, optionally transcoded.
 
-Records are sent in recorded-timestamp order. The headers the load generator
-stamps itself (`service.headers.STAMPED`) are dropped and stamped anew; every
-other recorded header is kept as it was. A paced replay (no `--rate`) keeps the
-recorded gaps between messages; `transcode` re-encodes each value with another
-codec, decoding it with the codec its `content-type` names (JSON: with the JSON
-codec of the schema's own form, `LoadgenSettings.transcode_json`), through the
-settings' schema, a built-in one or a user's.
+Records are sent in recorded-timestamp order. Headers: the load generator's
+stamps `x-sent-ns`, `x-seq` and `x-run-id` come first and replace recorded ones of
+those names (they are what latency and loss are measured by); every other recorded
+header follows, name and value as recorded. `content-type` is the recorded one
+(absent stays absent) when the value is sent as recorded, the target codec's when
+it was transcoded. A paced replay (no `--rate`) keeps the recorded gaps between
+messages. With `transcode`, a record already in the target's wire format is sent
+byte for byte, one in another format is transcoded, and one the target cannot
+carry is left out and counted (`loadgen.carry`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
-from codec import AutoCodec, get_codec, native_to_builtins
+from codec import get_codec
+from loadgen.carry import carry, content_type
 from loadgen.config import LoadgenSettings
 from loadgen.recording import Record, read_recording
 from loadgen.source import Source
-from schemas.errors import ConfigError, DecodeError, RecordingError
-from service.headers import CONTENT_TYPE, STAMPED
+from schemas.errors import ConfigError, RecordingError
+from service.headers import STAMPED
 
 
-def _content_type(r: Record) -> bytes | None:
-    return next((v for k, v in r.headers if k == CONTENT_TYPE), None)
+@contextmanager
+def _progress(
+    s: LoadgenSettings, what: str, total: int
+) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr while a long step runs (a terminal only, as the
+    live line: `progress`); yields `done(n)`."""
+    from rich.console import Console  # only a replay needs it: a lighter start
+    from rich.progress import Progress
+
+    tty = sys.stderr.isatty() and sys.stdout.isatty()
+    shown = s.progress == "always" or (s.progress == "auto" and tty)
+    console = Console(stderr=True, force_terminal=s.progress == "always" or None)
+    with Progress(console=console, transient=True, disable=not shown) as bar:
+        task = bar.add_task(what, total=total)
+        yield lambda n: bar.update(task, completed=n)
 
 
-def _transcoder(s: LoadgenSettings) -> Callable[[Record], bytes]:
-    """Decode a record with the codec its content-type names; encode with the target."""
+def _transcoded(
+    s: LoadgenSettings, records: list[Record]
+) -> tuple[list[Record], Source]:
+    """The records the target carries and their values (a partial `Source`).
+
+    Raises:
+        ConfigError: the target can carry none of them.
+    """
     assert s.transcode is not None  # noqa: S101  # checked by the caller
-    forms = s.forms
-    auto = get_codec("auto", forms, auto_json=s.transcode_json)
-    assert isinstance(auto, AutoCodec)  # noqa: S101  # get_codec's contract
-    target = get_codec(s.transcode, forms)
-
-    def convert(r: Record) -> bytes:
-        try:
-            codec = auto.codec_for(_content_type(r))
-            native = codec.decode(r.value or b"")
-            # As JSON carries them (datetimes and bytes as text), which every
-            # codec's from_builtins takes; a pydantic model's own dump does not.
-            return target.encode(target.from_builtins(native_to_builtins(native)))
-        except DecodeError as exc:
-            raise ConfigError(
-                f"config error: transcode: record at partition {r.partition} offset "
-                f"{r.offset} does not decode as {s.schema_spec!r} ({exc})"
-            ) from None
-
-    return convert
+    with _progress(s, f"transcoding to {s.transcode}", len(records)) as done:
+        carried = carry(s, records, done)
+    if not carried.indexes:
+        raise ConfigError(
+            f"config error: transcode: none of the {len(records)} recorded messages "
+            f"can be sent as {s.transcode} (first: {carried.first_left_out})"
+        )
+    target = get_codec(s.transcode, s.forms).content_type.encode()
+    kept = [records[i] for i in carried.indexes]
+    source = Source(
+        values=carried.values,
+        keys=[],
+        content_types=[
+            content_type(r) if same else target
+            for r, same in zip(kept, carried.as_recorded, strict=True)
+        ],
+        not_carried=dict(carried.not_carried),
+        as_recorded=sum(carried.as_recorded),
+    )
+    return kept, source
 
 
 def replay_source(s: LoadgenSettings, topic_partitions: int) -> Source:
@@ -54,8 +79,8 @@ def replay_source(s: LoadgenSettings, topic_partitions: int) -> Source:
 
     Raises:
         ConfigError: unreadable or empty file, no timestamps for a paced replay,
-            kept partitions missing from the topic, or a record that does not
-            decode for `transcode`.
+            kept partitions missing from the topic, or no record that
+            `transcode` can carry.
     """
     assert s.replay is not None  # noqa: S101  # only called for a replay
     try:
@@ -69,6 +94,15 @@ def replay_source(s: LoadgenSettings, topic_partitions: int) -> Source:
             f"config error: replay (--replay) = '{s.replay}': no messages"
         )
     records.sort(key=lambda r: (r.timestamp_ms, r.partition, r.offset))
+    if s.transcode is not None:
+        records, source = _transcoded(s, records)
+    else:
+        source = Source(
+            values=[r.value for r in records],
+            keys=[],
+            content_types=[content_type(r) for r in records],
+            as_recorded=len(records),
+        )
     times = None
     if s.paced_replay:
         if records[0].timestamp_ms < 0:
@@ -86,22 +120,13 @@ def replay_source(s: LoadgenSettings, topic_partitions: int) -> Source:
     keep = (
         topic_partitions >= needed if s.keep_partitions is None else s.keep_partitions
     )
-    source = Source(
-        values=[r.value for r in records],
-        keys=[r.key for r in records],
-        extra_headers=[
-            tuple((k, v) for k, v in r.headers if k not in STAMPED) for r in records
-        ],
-        partitions=[r.partition for r in records] if keep else None,
-        times_s=times,
-    )
+    source.keys = [r.key for r in records]
+    source.extra_headers = [
+        tuple((k, v) for k, v in r.headers if k not in STAMPED) for r in records
+    ]
+    source.partitions = [r.partition for r in records] if keep else None
+    source.times_s = times
     if times is not None:
         span = times[-1]
         source.period_s = span + max(span / max(1, len(times) - 1), 1e-3)
-    if s.transcode is not None:
-        convert = _transcoder(s)
-        source.values = [convert(r) for r in records]
-        source.content_type = get_codec(s.transcode, s.forms).content_type.encode()
-    else:
-        source.content_types = [_content_type(r) for r in records]
     return source

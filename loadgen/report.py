@@ -147,6 +147,12 @@ class Summary(msgspec.Struct):
     main_thread_cpu_s: float
     process_cpu_s: float
     interrupted: bool
+    recorded: int | None = None
+    """A replay: the messages in the recording."""
+    replayed_as_recorded: int | None = None
+    """A replay: recorded messages sent byte for byte (the rest were transcoded)."""
+    not_carried: dict[str, int] = {}
+    """A replay: recorded messages left out, by `"<field path>: <reason>"`."""
 
     @property
     def exit_code(self) -> int:
@@ -310,6 +316,12 @@ def render_table(summary: Summary) -> str:
         for lat in (s.ack_latency, s.send_lag)
     ]
     rows += [f"  error {name}: {n:,}" for name, n in sorted(s.errors.items())]
+    if s.replayed_as_recorded is not None:
+        rows.append(f"  as recorded     {s.replayed_as_recorded:,} recorded messages")
+    rows += [
+        f"  not carried     {n:,} recorded messages: {why}"
+        for why, n in sorted(s.not_carried.items(), key=lambda kv: -kv[1])
+    ]
     return "\n".join(rows)
 
 

@@ -8,7 +8,7 @@ sends entry `k mod len(values)`, so the pool cycles for as long as the run lasts
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
@@ -37,6 +37,8 @@ class Source:
         times_s: recorded send times for a paced replay, else None.
         period_s: a paced replay's length, gap to its first message included.
         builtins: payloads to encode per message (`encode_live`), else None.
+        not_carried: a replay's records left out, by `"<path>: <reason>"`.
+        as_recorded: a replay's records sent byte for byte as recorded.
     """
 
     values: list[bytes | None]
@@ -48,6 +50,8 @@ class Source:
     times_s: list[float] | None = None
     period_s: float = 0.0
     builtins: list[dict[str, Any]] | None = None
+    not_carried: dict[str, int] = field(default_factory=dict)
+    as_recorded: int = 0
 
 
 def synthetic_source(s: LoadgenSettings) -> Source:

@@ -134,6 +134,10 @@ class BatchLoop:
             msgs = consume(size, timeout)
             if msgs:
                 process(msgs)
+            elif self._shadow is not None:
+                # Idle: the shadow serves its samples' delivery reports, so
+                # `written` does not wait for the next batch.
+                self._shadow(())
             if hold.active:
                 hold.due()
             self.heartbeat = time.monotonic()

@@ -120,6 +120,8 @@ def sample_headers(
         "mode": verdict.mode,
         "paths": ",".join(verdict.paths[:_MAX_PATHS]),
         "error-type": verdict.error_type,
+        "error-path": verdict.error_path,
+        "error-reason": verdict.error_reason,
         "topic": m.topic() or "",
         "partition": str(m.partition()),
         "offset": str(m.offset()),

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 import msgspec
+import pydantic
 
 from codec import AutoCodec, Codec
 from schemas.compare import diff, read_native
@@ -17,6 +18,20 @@ from schemas.shape import MessageShape, nested
 
 Outcome = Literal["agree", "differ", "shadow_rejected", "primary_rejected"]
 
+_AT: Final = re.compile(r"^(?P<what>.*?) - at `\$(?P<path>[^`]*)`$")
+_NAMED: Final = (
+    (re.compile(r"^Expected `[^`']*`, got `[^`']*`$"), ""),
+    (
+        re.compile(r"^Object contains unknown field `(?P<name>[^`]*)`$"),
+        "an unknown field",
+    ),
+    (
+        re.compile(r"^Object missing required field `(?P<name>[^`]*)`$"),
+        "a missing field",
+    ),
+)
+"""msgspec messages that quote types or field names only, and their reason
+("": the message itself)."""
 _INDEX: Final = re.compile(r"\[[^\]]*\]")
 """A list index or map key in a `diff` path. A str key holding "]" leaves debris,
 but the result is then no schema path, so it is counted as `other`."""
@@ -34,12 +49,18 @@ class Verdict:
         error_type: the rejecting side's exception type (qualified name). Only the
             type: library error texts may quote input (msgspec names the value
             of a bad enum), and samples' headers never hold payload values.
+        error_path: the field the rejecting side refused (`items.qty`, `$` for
+            the message), when its error names one (`located`).
+        error_reason: why, in words that quote no value (types, "an unknown
+            field"), when the error gives one.
     """
 
     outcome: Outcome
     mode: str
     paths: tuple[str, ...] = ()
     error_type: str = ""
+    error_path: str = ""
+    error_reason: str = ""
 
 
 class Comparer:
@@ -88,9 +109,9 @@ class Comparer:
         if p_error is not None:
             if s_error is not None:
                 return Verdict("agree", mode)  # both reject: the switch changes nothing
-            return Verdict("primary_rejected", mode, (), p_error)
+            return Verdict("primary_rejected", mode, (), *_named(p_error))
         if s_error is not None:
-            return Verdict("shadow_rejected", mode, (), s_error)
+            return Verdict("shadow_rejected", mode, (), *_named(s_error))
         if expected is None:
             expected = self._read(obj)
         found = diff(expected, self._read(other), self._shape, "")
@@ -102,7 +123,7 @@ class Comparer:
     def _read(self, obj: Any) -> dict[str, Any]:
         return read_native(obj, self._shape)
 
-    def _round_trip(self, values: dict[str, Any]) -> tuple[Any, str | None]:
+    def _round_trip(self, values: dict[str, Any]) -> tuple[Any, Exception | None]:
         shadow = self._shadow
         try:
             # to_builtins: datetimes, bytes and enums as every codec's
@@ -110,17 +131,52 @@ class Comparer:
             obj = shadow.from_builtins(msgspec.to_builtins(values))
             return shadow.decode_unchecked(shadow.encode(obj)), None
         except Exception as exc:  # any failure is the shadow's verdict
-            return None, _error_type(exc)
+            return None, exc
 
     def _bounded(self, path: str) -> str:
         return path if path in self._known else "other"
 
 
-def _decode(codec: Codec[Any], value: bytes) -> tuple[Any, str | None]:
+def _decode(codec: Codec[Any], value: bytes) -> tuple[Any, Exception | None]:
     try:
         return codec.decode_unchecked(value), None
     except Exception as exc:  # any failure is this codec's verdict (see Comparer)
-        return None, _error_type(exc)
+        return None, exc
+
+
+def _named(exc: Exception) -> tuple[str, str, str]:
+    """(error type, field path, reason) of a rejection, for a `Verdict`."""
+    return (_error_type(exc), *located(exc))
+
+
+def located(exc: BaseException) -> tuple[str, str]:
+    """(field path, reason) of a decode error, quoting no payload value.
+
+    msgspec ends its messages with ``- at `$.items[3].qty` `` (indexes are
+    stripped: `items.qty`); pydantic gives `loc` and an error type code. The
+    reason is kept only when it names types or fields, never a value: msgspec's
+    ``Invalid enum value 'weird'`` gives the path alone. ("", "") when the error
+    names no field.
+    """
+    cause = exc.__cause__ if isinstance(exc, CodecError) and exc.__cause__ else exc
+    if isinstance(cause, pydantic.ValidationError):
+        errors = cause.errors(include_url=False, include_input=False)
+        if not errors:
+            return "", ""
+        loc = ".".join(str(p) for p in errors[0]["loc"] if not isinstance(p, int))
+        return loc or "$", errors[0]["type"]
+    if not isinstance(cause, msgspec.ValidationError):
+        return "", ""
+    text, path = str(cause), "$"
+    if (m := _AT.match(text)) is not None:
+        text, path = m["what"], field_path(m["path"])
+    for pattern, reason in _NAMED:
+        if (m := pattern.match(text)) is not None:
+            name = m.groupdict().get("name")
+            if name is not None:
+                path = name if path == "$" else f"{path}.{name}"
+            return path, reason or text
+    return path, ""
 
 
 def _error_type(exc: BaseException) -> str:

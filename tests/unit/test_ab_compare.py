@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from abrunner import cli, compare, runner
-from abrunner.plan import Case, Plan
+from abrunner.plan import Case, Plan, Profile
 from abrunner.report import read
 from abrunner.results import CaseResult, Report
 from tests.unit.test_ab_report import report, result
@@ -128,6 +128,25 @@ class TestNotes:
             "note: the runs differ in --rate 40,000 -> 2,000; "
             "--worker-arg none -> --work-us 100." in out
         )
+
+    def test_schema_and_payload_source(self) -> None:
+        theirs = msgspec.structs.replace(
+            OLD.plan,
+            profiles=(Profile("shop.events:Order"),),
+            replay="orders.rec",
+        )
+        _, out = gate(OLD, msgspec.structs.replace(OLD, plan=theirs))
+        assert "--schema medium, large:100000 -> shop.events:Order" in out
+        assert "payloads synthetic -> replayed from orders.rec" in out
+
+    def test_nothing_in_common_exits_2(self) -> None:
+        other = report([result("protobuf", 5.0, profile="small")], repeat=1)
+        status, out = gate(OLD, other)
+        assert status == compare.UNREADABLE
+        assert out.splitlines()[-1] == (
+            "result: nothing to compare: no codec on a profile both reports hold; exit 2"
+        )
+        assert "no regression" not in out
 
 
 def written(tmp_path: Path, name: str, rep: Report) -> Path:

@@ -140,9 +140,9 @@ class TestReport:
         built_in = _report("orders.rec")
         plan = msgspec.structs.replace(built_in.plan, profiles=(Profile("medium"),))
         assert plan.payloads == (
-            "Payloads: `medium` messages replayed from `orders.rec`, each decoded "
-            "with the codec its content-type names and re-encoded with the case's "
-            "codec."
+            "Payloads: `medium` messages replayed from `orders.rec`: as recorded, "
+            "byte for byte, in a case of the recording's wire format; transcoded "
+            "into the case's codec in the others."
         )
         assert msgspec.structs.replace(plan, replay=None).payloads is None
 

@@ -176,7 +176,7 @@ class TestReplayTranscode:
         path = _recording(tmp_path / "shop.rec", recs)
         source = replay_source(settings(replay=path, transcode=target, rate=10), 1)
         codec = get_codec(target, shop())
-        assert source.content_type == codec.content_type.encode()
+        assert source.content_types == [codec.content_type.encode()] * 9
         got = [read_native(codec.decode(v or b""), shop().shape) for v in source.values]
         reference = get_codec("msgspec-msgpack", shop())
         assert got == [
@@ -211,6 +211,6 @@ class TestReplayTranscode:
         recs = [Record(0, 7, 1, 1, None, b'{"order_id": 1}', [])]
         path = _recording(tmp_path / "bad.rec", recs)
         with pytest.raises(
-            ConfigError, match=r"offset 7 does not decode as 'shop:Order'"
+            ConfigError, match=r"offset 7: record: does not decode as 'shop:Order'"
         ):
             replay_source(settings(replay=path, transcode="protobuf", rate=10), 1)

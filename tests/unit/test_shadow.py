@@ -30,6 +30,7 @@ from service.shadow_verdict import (
     Comparer,
     Verdict,
     field_path,
+    located,
     schema_paths,
     shape_of,
 )
@@ -316,6 +317,76 @@ class TestSamples:
         assert headers["x-shadow-error-type"] == b"msgspec.ValidationError"
         assert headers["x-shadow-offset"] == b"3"
         assert not any(b"42" in v for v in headers.values())  # no payload values
+
+    @pytest.mark.parametrize(
+        ("value", "path", "reason"),
+        [
+            (LAX_ONLY, b"id", b"Expected `int`, got `str`"),
+            (
+                b'{"id": 1, "name": "a", "amount": "2.5"}',
+                b"amount",
+                b"Expected `float`, got `str`",
+            ),
+            (
+                b'{"id": 1, "name": "a", "amount": 2, "extra": 1}',
+                b"extra",
+                b"an unknown field",
+            ),
+        ],
+    )
+    def test_a_rejection_names_its_field(
+        self, lax: UserSchema, value: bytes, path: bytes, reason: bytes
+    ) -> None:
+        rig = Rig("json+pydantic", "msgspec-json", lax)
+        rig.process([value])
+        [sample] = rig.samples.acked
+        headers = dict(sample["headers"])
+        assert headers["x-shadow-outcome"] == b"shadow_rejected"
+        assert headers["x-shadow-error-path"] == path
+        assert headers["x-shadow-error-reason"] == reason
+
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("Invalid enum value 'weird' - at `$.status`", ("status", "")),
+            (
+                "Expected `int`, got `str` - at `$.items[3].qty`",
+                ("items.qty", "Expected `int`, got `str`"),
+            ),
+            (
+                "Object missing required field `id` - at `$.payer`",
+                ("payer.id", "a missing field"),
+            ),
+            ("Expected `object`, got `array`", ("$", "Expected `object`, got `array`")),
+            ("Expected `str` of length <= 3 - at `$.name`", ("name", "")),
+        ],
+    )
+    def test_the_located_error_quotes_no_value(
+        self, text: str, expected: tuple[str, str]
+    ) -> None:
+        # msgspec quotes a bad enum's value: only the path and a type-only reason
+        # go into a sample's headers.
+        assert located(msgspec.ValidationError(text)) == expected
+
+    def test_written_is_counted_while_idle(self, lax: UserSchema) -> None:
+        class RoundTrip(FakeProducer):
+            """Acknowledges a record at the poll after the one that sent it."""
+
+            sent: int = 0
+
+            def poll(self, timeout: float = -1) -> int:
+                queue, self._queue = self._queue[: self.sent], self._queue[self.sent :]
+                self._queue, later = queue, self._queue
+                self.flush(timeout)
+                self._queue, self.sent = later, len(later)
+                return 0
+
+        rig = Rig("json+pydantic", "msgspec-json", lax, samples=RoundTrip())
+        rig.process([LAX_ONLY])
+        assert rig.samples_of("written") == 0  # its acknowledgement is on its way
+        stops = iter([False, False, True])
+        rig.loop.run(lambda: next(stops), lambda: None)  # two empty polls, no batch
+        assert rig.samples_of("written") == 1
 
     def test_rate_limited(self, lax: UserSchema) -> None:
         rig = Rig("json+pydantic", "msgspec-json", lax, burst=2)
