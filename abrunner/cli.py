@@ -298,6 +298,7 @@ def print_tables(report: Report, out: TextIO) -> None:
     """
     before = [notes.interrupted(report), notes.repeat_warning(report.plan)]
     after = [decisions.section(report), notes.decode_differs(report.summary)]
+    after.append(notes.invalid_latencies(report))
     texts = [t for t in before if t], [t for t in after if t]
     if not out.isatty():
         lines = [f"{text}\n" for text in texts[0]]

@@ -105,3 +105,20 @@ def decode_differs(summary: Summary) -> str | None:
         f"The Kafka path's decode median differs from the in-process one by more "
         f"than {DECODE_TOLERANCE:.0%} for {', '.join(far)}. {_WHY}"
     )
+
+
+def invalid_latencies(report: Report) -> str | None:
+    """Which cases had sampled latencies the worker could not observe, None if none."""
+    bad = [
+        f"`{r.codec}` on `{r.profile}` (repeat {r.repeat}): {r.e2e_invalid:,}"
+        for r in report.results
+        if r.e2e_invalid
+    ]
+    if not bad:
+        return None
+    return (
+        "**Invalid latencies**: the worker left out of its e2e figures sampled "
+        f"messages whose `x-sent-ns` could not give a latency, for {', '.join(bad)} "
+        "(`worker_e2e_latency_invalid_total`, by reason: `unparsable`, `negative`: "
+        "a producer clock ahead of the worker's, `too_large`: older than 30 days)."
+    )

@@ -285,6 +285,8 @@ def markdown(report: Report) -> str:
         lines += [f"## {plan.heading(profile)}", "", *markdown_table(headers, body), ""]
     if ratios := decisions.section(report):
         lines += [ratios, ""]
+    if invalid := notes.invalid_latencies(report):
+        lines += [invalid, ""]
     if differ := notes.decode_differs(report.summary):
         lines += ["## Decode: Kafka path vs in-process", "", differ, ""]
     if report.summary:
