@@ -3,9 +3,12 @@ producer may send, a stalled loop, the control plane under abuse."""
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.integration.test_worker import dlq_args, records
 from tests.support import WorkerProcess, produce
@@ -58,3 +61,44 @@ def test_hostile_sent_ns_never_stops_the_worker(
         assert 0 <= total < count * 3600
         assert w.stop() == 0
     assert "Traceback" not in (tmp_path / "worker.log").read_text()
+
+
+def test_two_sigints_exit_at_once_without_traceback(
+    kafka_bootstrap: str, topic_factory: Any, tmp_path: Path
+) -> None:
+    """A second SIGINT while the first one's shutdown runs: exit 130 at once, one
+    line, no `KeyboardInterrupt` traceback."""
+    topic = topic_factory(2)
+    produce(kafka_bootstrap, topic, records("msgspec-msgpack", "medium", 50))
+    log = tmp_path / "worker.log"
+    args = ("--codec", "msgspec-msgpack", *dlq_args(topic_factory))
+    with WorkerProcess(kafka_bootstrap, topic, *args, log=log) as w:
+        w.wait_for(50)
+        assert w.proc is not None
+        w.proc.send_signal(signal.SIGINT)
+        time.sleep(0.2)  # two signals before the handler runs would count as one
+        if w.proc.poll() is None:
+            w.proc.send_signal(signal.SIGINT)
+        code = w.proc.wait(30)
+    text = log.read_text()
+    assert code in (0, 130), text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text
+
+
+@pytest.mark.parametrize("after_s", [0.2, 0.6, 1.2])
+def test_sigterm_during_start_up(
+    kafka_bootstrap: str, topic_factory: Any, tmp_path: Path, after_s: float
+) -> None:
+    """SIGTERM while the worker imports, builds or joins its group: exit 0, never
+    killed by the signal (-15), never a traceback."""
+    topic = topic_factory(1)
+    log = tmp_path / "worker.log"
+    args = ("--codec", "msgspec-msgpack", *dlq_args(topic_factory))
+    with WorkerProcess(kafka_bootstrap, topic, *args, log=log) as w:
+        time.sleep(after_s)
+        assert w.proc is not None
+        w.proc.send_signal(signal.SIGTERM)
+        code = w.proc.wait(60)
+    text = log.read_text()
+    assert code == 0, text
+    assert "Traceback" not in text
