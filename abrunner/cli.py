@@ -320,6 +320,7 @@ def print_tables(report: Report, out: TextIO) -> None:
         decisions.section(report),
         rejections.sections(report.results, list(report.summary)),
         notes.decode_differs(report.summary),
+        notes.invalid_latencies(report),
     ]
     texts = [t for t in before if t], [t for t in after if t]
     if not out.isatty():

@@ -17,6 +17,8 @@ from abrunner.results import CaseResult
 GC_COLLECTIONS = "worker_gc_collections_total"
 GC_SECONDS = "worker_gc_seconds_total"
 """The worker's cyclic-GC counters, one sample per generation (summed here)."""
+E2E_INVALID = "worker_e2e_latency_invalid_total"
+"""Sampled latencies the worker did not observe (bad or skewed `x-sent-ns`)."""
 
 
 def figures(
@@ -60,6 +62,9 @@ def figures(
         lag_end=s1.lag,
         lag_max=max([*lags, s1.lag]),
         dead_lettered=int(s2.metrics.total("worker_dead_letters_total")),
+        e2e_invalid=int(_counted(s0, s2, E2E_INVALID))
+        if s2.metrics.has(E2E_INVALID)
+        else None,
         processed=int(done_all),
     )
 

@@ -130,3 +130,20 @@ def baseline_behind(report: Report) -> str | None:
         "it compares a saturated worker with the others: read them as bounds, or "
         "choose a baseline that keeps up (`--baseline`) or a lower `--rate`."
     )
+
+
+def invalid_latencies(report: Report) -> str | None:
+    """Which cases had sampled latencies the worker could not observe, None if none."""
+    bad = [
+        f"`{r.codec}` on `{r.profile}` (repeat {r.repeat}): {r.e2e_invalid:,}"
+        for r in report.results
+        if r.e2e_invalid
+    ]
+    if not bad:
+        return None
+    return (
+        "**Invalid latencies**: the worker left out of its e2e figures sampled "
+        f"messages whose `x-sent-ns` could not give a latency, for {', '.join(bad)} "
+        "(`worker_e2e_latency_invalid_total`, by reason: `unparsable`, `negative`: "
+        "a producer clock ahead of the worker's, `too_large`: older than 30 days)."
+    )

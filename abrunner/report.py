@@ -290,6 +290,8 @@ def markdown(report: Report) -> str:
         lines += [ratios, ""]
     if refused := rejections.sections(report.results, list(report.summary)):
         lines += [refused, ""]
+    if invalid := notes.invalid_latencies(report):
+        lines += [invalid, ""]
     if differ := notes.decode_differs(report.summary):
         lines += ["## Decode: Kafka path vs in-process", "", differ, ""]
     if shown := drawable(report.summary):

@@ -52,6 +52,9 @@ class CaseResult(msgspec.Struct, kw_only=True, omit_defaults=True):
         lag_end: consumer lag when the load stopped.
         lag_max: the highest sampled consumer lag.
         dead_lettered: messages sent to the dead-letter topic.
+        e2e_invalid: sampled messages whose latency was not observed: `x-sent-ns`
+            unparsable, ahead of the worker's clock or absurdly old
+            (`worker_e2e_latency_invalid_total`); None from a worker without it.
         processed: messages handled from the window's start to the drain's end.
         target_rate: the rate asked of the load generator.
         producer_rate: the rate the load generator achieved.
@@ -97,6 +100,7 @@ class CaseResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     lag_end: float | None = None
     lag_max: float | None = None
     dead_lettered: int | None = None
+    e2e_invalid: int | None = None
     processed: int | None = None
     target_rate: float | None = None
     producer_rate: float | None = None

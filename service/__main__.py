@@ -1,5 +1,5 @@
 """`python -m service`: the codec worker."""
 
-from service.cli import main
+from service.entry import main
 
 raise SystemExit(main())

@@ -19,13 +19,11 @@ cluster that does not answer is reported after `CONNECT_TIMEOUT_S` and every
 from __future__ import annotations
 
 import gc
-import signal
 import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from functools import partial
-from types import FrameType
 from typing import Any, TypeAlias
 
 import structlog
@@ -39,7 +37,7 @@ from prometheus_client import CollectorRegistry
 
 from codec.protobuf_codec import protobuf_backend
 from schemas.errors import ConfigError, DeliveryError, FatalError
-from service import __version__
+from service import __version__, signals
 from service.children import run_within
 from service.config import Settings
 from service.connection import check_client_config
@@ -190,16 +188,9 @@ class Worker:
         return self._stop.is_set()
 
     def install_signal_handlers(self) -> None:
-        """SIGTERM and a first SIGINT stop gracefully; a second SIGINT exits now."""
-
-        def graceful(signum: int, _frame: FrameType | None) -> None:
-            if signum == signal.SIGINT and self._stop.is_set():
-                raise KeyboardInterrupt
-            log.info("shutdown_requested", signal=signal.Signals(signum).name)
-            self.stop()
-
-        signal.signal(signal.SIGTERM, graceful)
-        signal.signal(signal.SIGINT, graceful)
+        """SIGTERM and a first SIGINT stop gracefully; a second SIGINT exits now
+        (`service.signals.install`)."""
+        signals.install(self.stop, self._stop.is_set)
 
     # -- construction ---------------------------------------------------------------------
 
@@ -209,7 +200,9 @@ class Worker:
         s = self.settings
         try:
             check_client_config(s.consumer_config(plaintext_secrets=True), "consumer")
-            check_client_config(s.producer_config(plaintext_secrets=True), "producer")
+            producer = s.producer_config(plaintext_secrets=True)
+            producer["message.timeout.ms"] = int(s.processing.delivery_timeout_s * 1000)
+            check_client_config(producer, "producer")
         except ValueError as exc:
             raise ConfigError(f"config error: {exc}") from None
 

@@ -19,6 +19,7 @@ from typing import Final
 from codec import CODEC_NAMES
 from schemas.errors import ConfigError
 from schemas.registry import SPEC_HELP
+from service import signals
 from service.children import die_with_parent
 from service.config import TOOL, Settings
 from service.flags import (
@@ -242,6 +243,8 @@ def _supervise(settings: Settings, argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
+    if signals.received():  # during start-up: the children stop at once
+        forward(signal.SIGTERM, None)
     while True:
         codes = [child.poll() for child in children]
         failed = [c for c in codes if c not in (None, 0)]

@@ -29,26 +29,31 @@ WORKER_OWNED_KEYS: Final[dict[str, str]] = {
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ConsumerSettings(_Section):
-    """What the worker reads and how its consumer group behaves."""
+    """What the worker reads and how its consumer group behaves.
+
+    Every number is bounded by the range librdkafka accepts for the setting it
+    becomes, so a value out of range is a configuration error naming the field,
+    not a librdkafka error once a client is built (`delivery_timeout_s` becomes
+    `message.timeout.ms`, at most 2^31-1 ms)."""
 
     topic: str = "orders"
     group_id: str = "codec-worker"
     client_id: str = "codec-worker"
     auto_offset_reset: Literal["earliest", "latest", "error"] = "earliest"
-    session_timeout_ms: Annotated[int, Field(ge=1000)] = 45_000
+    session_timeout_ms: Annotated[int, Field(ge=1000, le=3_600_000)] = 45_000
     """How long the group waits for a silent member (a kill -9) before its
     partitions move to the others; lower means faster recovery, more false alarms."""
     group_instance_id: str | None = None
     """Static membership (KIP-345): a restarted worker with the same id gets its
     partitions back without a rebalance, within the session timeout. Each of
     `processes` children appends `-<index>`."""
-    max_poll_interval_ms: Annotated[int, Field(ge=1000)] = 300_000
-    fetch_max_bytes: Annotated[int, Field(ge=1024)] = 52_428_800
-    queued_max_messages_kbytes: Annotated[int, Field(ge=1)] = 65_536
+    max_poll_interval_ms: Annotated[int, Field(ge=1000, le=86_400_000)] = 300_000
+    fetch_max_bytes: Annotated[int, Field(ge=1024, le=2_147_483_135)] = 52_428_800
+    queued_max_messages_kbytes: Annotated[int, Field(ge=1, le=2_097_151)] = 65_536
 
 
 class CodecSettings(_Section):
@@ -68,7 +73,9 @@ class CodecSettings(_Section):
     """Shadow every k-th message (1: all). Each costs a second decode with the
     codec, one with the shadow codec and a field-by-field comparison."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False
+    )
 
     @field_validator("shadow")
     @classmethod
@@ -104,7 +111,7 @@ class ProcessingSettings(_Section):
     output_topic: str | None = None
     dlq_topic: str | None = None
     on_decode_error: Literal["dead_letter", "fail"] = "dead_letter"
-    delivery_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    delivery_timeout_s: Annotated[float, Field(ge=0.001, le=2_147_483)] = 30.0
     """How long a dead letter or output write may take to be acknowledged; past it
     the batch's partitions are rewound and paused, and retried with back-off."""
     max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
@@ -137,7 +144,7 @@ class MetricsSettings(_Section):
 
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65_535)] = 9100
-    summary_interval_s: Annotated[float, Field(gt=0)] = 10.0
+    summary_interval_s: Annotated[float, Field(gt=0, le=86_400)] = 10.0
     latency_sample_every: Annotated[int, Field(ge=1, le=1024)] = 64
     """Time the end-to-end latency of every k-th message (1: all of them).
 

@@ -28,7 +28,7 @@ from service.delivery import ConfirmedProducer
 from service.headers import CONTENT_TYPE, SENT_NS
 from service.hold import Hold
 from service.hotpath import Emit, MessagePath, Step, Tally, clock_overhead_ns
-from service.metrics import Metrics
+from service.metrics import MAX_E2E_LATENCY_S, Metrics
 from service.poison import PoisonHandler
 from service.types import KafkaConsumer, KafkaMessage
 
@@ -281,8 +281,17 @@ class BatchLoop:
         every, phase = self._every, self._phase
         sampled = msgs[phase::every] if every > 1 else msgs
         self._phase = (phase - len(msgs)) % every
-        m.e2e_latency.observe_many(_latencies(sampled, time_ns()))
+        latencies, invalid = _latencies(sampled, time_ns())
+        m.e2e_latency.observe_many(latencies)
+        if invalid:
+            for reason in set(invalid):
+                m.e2e_invalid[reason].inc(invalid.count(reason))
         self.processed += n
+
+
+_MAX_LATENCY_NS: Final = int(MAX_E2E_LATENCY_S * 1e9)
+_MAX_STAMP_CHARS: Final = 32
+"""Longer `x-sent-ns` values are unparsable (ns since the epoch take 19 digits)."""
 
 
 def _less_clock(samples_ns: list[int], clock_ns: int) -> list[float]:
@@ -291,22 +300,45 @@ def _less_clock(samples_ns: list[int], clock_ns: int) -> list[float]:
     return [(t - clock_ns) * 1e-9 if t > clock_ns else 0.0 for t in samples_ns]
 
 
-def _latencies(msgs: Sequence[KafkaMessage], now_ns: int) -> list[float]:
-    """Seconds from each message's intended send time to `now_ns` (real messages only)."""
-    out = []
+def _latencies(
+    msgs: Sequence[KafkaMessage], now_ns: int
+) -> tuple[list[float], list[str]]:
+    """Seconds from each message's intended send time to `now_ns` (real messages
+    only), and the reason for each sampled message whose time cannot be a latency.
+
+    The send time is `x-sent-ns`, else the Kafka timestamp. A header from any
+    producer may hold anything: a value that is not a positive decimal integer
+    (`unparsable`), a time after `now_ns` (`negative`: the producer's clock is
+    ahead) or one more than `MAX_E2E_LATENCY_S` old (`too_large`) is not observed
+    but reported, so clock skew shows instead of skewing the histogram. Only the
+    sampled messages come here, never each one.
+    """
+    out: list[float] = []
+    invalid: list[str] = []
+    oldest = _MAX_LATENCY_NS
     for m in msgs:
         if m.error() is not None:
             continue
         sent = 0
         for key, value in m.headers() or ():
             if key == SENT_NS and value is not None:
-                sent = int(value)
+                try:  # int() of a long digit string is quadratic: cap the length
+                    sent = int(value) if len(value) <= _MAX_STAMP_CHARS else 0
+                except ValueError:
+                    sent = 0
+                if sent <= 0:
+                    invalid.append("unparsable")
+                    sent = -1
                 break
         if not sent:
             sent = m.timestamp()[1] * 1_000_000
         if sent > 0:
-            out.append((now_ns - sent) * 1e-9)
-    return out
+            lag = now_ns - sent
+            if 0 <= lag <= oldest:
+                out.append(lag * 1e-9)
+            else:
+                invalid.append("negative" if lag < 0 else "too_large")
+    return out, invalid
 
 
 def _emitter(codec: Codec[Any], producer: ConfirmedProducer, topic: str) -> Emit:

@@ -133,7 +133,9 @@ def add_common(parser: argparse.ArgumentParser, tool: str) -> None:
         "--config",
         type=Path,
         metavar="FILE",
-        help=f"TOML file: [kafka] and [{tool}] are read, other sections ignored",
+        help=f"TOML file: [kafka] and [{tool}] are read, the other tools' "
+        "sections ([worker], [loadgen], [ab]) left to them; any other section "
+        "is refused",
     )
     parser.add_argument(
         "--print-config",

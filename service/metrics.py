@@ -36,6 +36,16 @@ DEAD_LETTER_REASONS: Final = (
 )
 """The bounded set of `worker_dead_letters_total` reasons (never payload-derived)."""
 
+E2E_INVALID_REASONS: Final = ("unparsable", "negative", "too_large")
+"""Why a sampled message's end-to-end latency was not observed (see
+`worker_e2e_latency_invalid_total`): its `x-sent-ns` is not a positive decimal
+integer; it lies after the worker's clock (producer clock skew); or it is more than
+`MAX_E2E_LATENCY_S` old (a stamp in s, ms or us, not ns)."""
+
+MAX_E2E_LATENCY_S: Final = 30 * 24 * 3600.0
+"""The oldest send time taken for a latency: 30 days. A stamp in seconds,
+milliseconds or microseconds instead of nanoseconds reads as ~1970, decades old."""
+
 BATCH_BUCKETS: Final = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 
 
@@ -81,6 +91,15 @@ class Metrics:
             ["codec"],
             registry,
         ).labels(codec)
+        invalid = Counter(
+            "worker_e2e_latency_invalid",
+            "Sampled messages whose latency was not observed, by reason: x-sent-ns "
+            "unparsable, negative (sent after now: clock skew) or too_large.",
+            ["codec", "reason"],
+            registry=registry,
+        )
+        self.e2e_invalid = {r: invalid.labels(codec, r) for r in E2E_INVALID_REASONS}
+        """The counter child of each reason, all created at 0."""
         self.timer_overhead = Gauge(
             "worker_timer_overhead_seconds",
             "What two perf_counter_ns readings add to an interval, measured at "

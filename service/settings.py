@@ -120,6 +120,11 @@ def _read_toml(path: Path, tool: str) -> tuple[dict[str, Any], dict[str, Any]]:
         data = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"config error: {path}: {exc}") from None
+    except OSError as exc:  # unreadable: permissions, an I/O error
+        why = exc.strerror or type(exc).__name__
+        raise ConfigError(
+            f"config error: --config {str(path)!r}: cannot read: {why}"
+        ) from None
     for section, value in data.items():
         if section not in SECTIONS or not isinstance(value, dict):
             raise ConfigError(

@@ -12,6 +12,7 @@ from tests.faults import (
     scenarios_broker as broker,
     scenarios_consumer as consumer,
     scenarios_dlq as dlq,
+    scenarios_hostile as hostile,
     scenarios_network as network,
     scenarios_poison as poison,
     scenarios_security as security,
@@ -59,6 +60,7 @@ ENTRIES: Final = (
     Entry("S4", consumer.s4_overload, False),
     Entry("Sec2", security.sec2_secret_hygiene, True),
     Entry("Sec4", security.sec4_metrics_exposure, True),
+    Entry("H1", hostile.h1_hostile_headers, True),
 )
 """The full set: every entry. The fast set (CI, `pytest tests/faults`): the
 per-commit layer of RELIABILITY 6.4 in short variants, about 4 minutes on 2

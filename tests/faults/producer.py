@@ -42,6 +42,10 @@ class Payload:
     poison: bool = False
     droppable: bool = False
     """Larger than the worker's dead-letter producer may write."""
+    sent_ns: bytes | None = None
+    """An `x-sent-ns` value in place of the intended send time (hostile headers)."""
+    headers: tuple[Header, ...] = ()
+    """Headers added after the four the producer stamps."""
 
 
 Plan = Callable[[int], Payload]
@@ -210,11 +214,13 @@ class VerifyingProducer:
         payload = self.plan(seq)
         key = str(seq).encode()
         sent_ns = time.time_ns() - int((time.monotonic() - due) * 1e9)
+        stamp = str(sent_ns).encode() if payload.sent_ns is None else payload.sent_ns
         headers: list[Header] = [
-            (SENT_NS, str(sent_ns).encode()),
+            (SENT_NS, stamp),
             (CONTENT_TYPE, self._content_type),
             (SEQ, key),
             (RUN_ID, self.run_id.encode()),
+            *payload.headers,
         ]
         if payload.poison:
             self.poison[seq] = Expected(

@@ -144,6 +144,7 @@ _ALLOWED: Final[dict[str, frozenset[str]]] = {
     "outcome": frozenset({"ok", "decode_error", "logic_error"}),
     "reason": frozenset(
         {"decode", "empty", "oversize", "content_type", "logic", "encode"}
+        | {"unparsable", "negative", "too_large"}  # worker_e2e_latency_invalid_total
     ),
     "generation": frozenset({"0", "1", "2"}),
     "schema": frozenset(SCHEMA_NAMES),

@@ -20,6 +20,9 @@ from service.metrics import Metrics
 from service.poison import PoisonHandler
 from tests.fakes import FakeConsumer, FakeMessage, FakeProducer
 
+_RECENT_NS = str(time.time_ns()).encode()
+"""A send time as the load generator stamps it (a 2023 one would be `too_large`)."""
+
 PAYLOADS = make_payloads("medium", 50, seed=11)
 
 
@@ -113,7 +116,7 @@ class Rig:
         if value is None:
             value = self.codec.encode(self.codec.from_builtins(PAYLOADS[i % 50]))
         if headers is None:
-            headers = [(SENT_NS, b"1700000000000000000"), (SEQ, str(i).encode())]
+            headers = [(SENT_NS, _RECENT_NS), (SEQ, str(i).encode())]
         return FakeMessage(value, partition, i, _key=str(i).encode(), _headers=headers)
 
     def latency_bucket(self) -> tuple[float, float]:
@@ -175,7 +178,7 @@ class TestHappyPath:
 
     def test_sent_header_wins_over_kafka_timestamp(self) -> None:
         rig = Rig()
-        sent_ns = time.time_ns() - 500_000_000  # 0.5 s ago; the timestamp is 2023
+        sent_ns = time.time_ns() - 500_000_000  # 0.5 s ago; the timestamp is older
         rig.process([rig.msg(0, headers=[(SENT_NS, str(sent_ns).encode())])])
         low, high = rig.latency_bucket()
         assert low < 1.5 and high >= 0.5
@@ -231,7 +234,7 @@ class TestPaths:
         rig = Rig(codec, step=step, limit=1500)
         good = get_codec("msgspec-msgpack", "medium")
         headers: list[tuple[str, bytes | None]] = [
-            (SENT_NS, b"1700000000000000000"),
+            (SENT_NS, _RECENT_NS),
             ("content-type", b"application/vnd.msgpack"),
         ]
         values = [good.encode(good.from_builtins(PAYLOADS[i])) for i in range(3)]
@@ -422,3 +425,51 @@ class TestAuto:
         assert rig.sample("worker_messages_total", codec="auto", outcome="ok") == 5
         [record] = rig.producer.acked
         assert dict(record["headers"])["x-dlq-reason"] == b"content_type"
+
+
+class TestInvalidLatency:
+    """A send time that cannot give a latency is counted by reason, never observed."""
+
+    @pytest.mark.parametrize(
+        ("value", "reason"),
+        [
+            (b"abc", "unparsable"),
+            (b"", "unparsable"),
+            (b"1.7e18", "unparsable"),
+            (b"\xff\xfe", "unparsable"),
+            (b"9" * 5000, "unparsable"),
+            (b"-5", "unparsable"),
+            (b"0", "unparsable"),
+            (str(time.time_ns() + 3600 * 10**9).encode(), "negative"),
+            (b"9" * 20, "negative"),
+            (b"1700000000", "too_large"),
+        ],
+    )
+    def test_reason(self, value: bytes, reason: str) -> None:
+        rig = Rig()
+        rig.process([rig.msg(0, headers=[(SENT_NS, value)]), rig.msg(1)])
+        assert rig.ok() == 2
+        counts = {
+            r: rig.sample(
+                "worker_e2e_latency_invalid_total", codec=rig.codec.name, reason=r
+            )
+            for r in ("unparsable", "negative", "too_large")
+        }
+        assert counts == {r: (1.0 if r == reason else 0.0) for r in counts}
+        assert rig.sample("worker_e2e_latency_seconds_count", codec=rig.codec.name) == 1
+        assert 0 <= rig.latency_sum() < 60
+
+    def test_future_kafka_timestamp_is_negative(self) -> None:
+        rig = Rig()
+        message = rig.msg(0, headers=[])
+        message._timestamp = time.time_ns() // 1_000_000 + 3_600_000
+        rig.process([message])
+        assert (
+            rig.sample(
+                "worker_e2e_latency_invalid_total",
+                codec=rig.codec.name,
+                reason="negative",
+            )
+            == 1
+        )
+        assert rig.sample("worker_e2e_latency_seconds_count", codec=rig.codec.name) == 0

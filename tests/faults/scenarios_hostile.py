@@ -1,0 +1,102 @@
+"""Hostile input from any producer: H1 headers a worker must shrug off."""
+
+from __future__ import annotations
+
+import time
+from typing import Final
+
+from codec import CodecName
+from tests.faults.harness import Env, Outcome
+from tests.faults.model import Header
+from tests.faults.producer import Payload, Plan, good_traffic
+from tests.faults.run import Run
+
+HOSTILE_SENT_NS: Final[tuple[tuple[bytes, str], ...]] = (
+    (b"abc", "unparsable"),
+    (b"", "unparsable"),
+    (b"1.7e18", "unparsable"),
+    (b"\xff\xfe\x00\x80", "unparsable"),
+    (b"9" * 5000, "unparsable"),
+    (b"-1", "unparsable"),
+    (b"99999999999999999999", "negative"),
+    (b"1700000000", "too_large"),
+)
+"""Each hostile `x-sent-ns` and the reason it must be counted under."""
+_FUTURE_S: Final = 3600
+"""An `x-sent-ns` this far ahead: a producer whose clock is an hour fast."""
+EXTRA_HEADERS: Final[tuple[tuple[Header, ...], ...]] = (
+    (("x-sent-ns", b"not the first one"),),  # a second stamp: the first one counts
+    (("x-empty", None),),
+    (("x-big", b"\x00" * 100_000),),
+    (("x-\u00e9\u2603\u0000", b"\xc3\x28"),),
+    (("content-type", b"application/x-nonsense"),),  # the codec is fixed
+)
+"""Headers besides `x-sent-ns` that mean nothing to the worker, nor may hurt it."""
+EVERY: Final = 5
+"""One message in EVERY carries a hostile header; the rest are ordinary."""
+
+
+def hostile_headers(codec: CodecName) -> tuple[Plan, dict[str, int]]:
+    """Good values, one in `EVERY` with a hostile header; and how many invalid
+    latencies of each reason the plan holds for `count` messages (filled in as the
+    producer asks for seqs)."""
+    good = good_traffic(codec)
+    expected = {"unparsable": 0, "negative": 0, "too_large": 0}
+    kinds = len(HOSTILE_SENT_NS) + 1 + len(EXTRA_HEADERS)
+
+    def plan(seq: int) -> Payload:
+        payload = good(seq)
+        if seq % EVERY:
+            return payload
+        kind = (seq // EVERY) % kinds
+        if kind < len(HOSTILE_SENT_NS):
+            value, reason = HOSTILE_SENT_NS[kind]
+            expected[reason] += 1
+            return Payload(payload.value, sent_ns=value)
+        if kind == len(HOSTILE_SENT_NS):
+            expected["negative"] += 1
+            ahead = time.time_ns() + _FUTURE_S * 10**9
+            return Payload(payload.value, sent_ns=str(ahead).encode())
+        extra = EXTRA_HEADERS[kind - len(HOSTILE_SENT_NS) - 1]
+        return Payload(payload.value, headers=extra)
+
+    return plan, expected
+
+
+def h1_hostile_headers(env: Env) -> Outcome:
+    """Hostile headers (bad, future and stale `x-sent-ns`, junk headers): never a crash.
+
+    Every message is handled (missing 0, no dead letter: the values are good), the
+    worker keeps running without a traceback, and each bad stamp is counted in
+    `worker_e2e_latency_invalid_total` by reason instead of in the latency
+    histogram, whose mean stays a plausible latency.
+    """
+    outcome = Outcome("H1", "Hostile headers: bad, future and stale x-sent-ns, junk")
+    count = 1500 if env.fast else 6000
+    with Run(env, outcome) as run:
+        worker = run.worker()
+        plan, expected = hostile_headers(run.codec)
+        run.produce(plan, rate=500, count=count)
+        run.wait_drained(60)
+        scraped = worker.scrape()
+        if not worker.alive():
+            outcome.fail(f"the worker exited with {worker.exit_code()}")
+        run.finish()
+        if scraped is None:
+            outcome.fail("the worker's /metrics did not answer after the drain")
+            return outcome
+        name = "worker_e2e_latency_invalid_total"
+        counted = {r: int(scraped.total(name, reason=r)) for r in expected}
+        e2e = scraped.histogram("worker_e2e_latency_seconds")
+        mean = e2e.mean()
+        outcome.figures.update(
+            invalid=",".join(f"{r}={n}" for r, n in counted.items()),
+            e2e_mean_s=None if mean is None else round(mean, 3),
+        )
+        if counted != expected:
+            outcome.fail(f"invalid latencies {counted}, expected {expected}")
+        if mean is None or not 0 <= mean < 60:
+            outcome.fail(f"e2e latency mean {mean} s: bad stamps reached the histogram")
+        if scraped.total("worker_dead_letters_total"):
+            outcome.fail("good values with hostile headers were dead-lettered")
+    return outcome
