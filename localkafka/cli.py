@@ -18,6 +18,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
@@ -27,7 +28,7 @@ from confluent_kafka import KafkaException
 
 from localkafka.broker import LocalKafka
 from localkafka.classpath import kafka_version, resolve_classpath
-from localkafka.process import stop_process_group
+from localkafka.process import port_open, stop_process_group
 from localkafka.state import (
     DEFAULT_DATA_DIR,
     STATE_FILE,
@@ -129,6 +130,15 @@ def _add_topics(sub: argparse._SubParsersAction[_Parser]) -> None:
         _add_data_dir(parser)
 
 
+def versions() -> str:
+    """Both versions, labelled: `codec-ab 0.1.0, Kafka 4.1.2` (`version`, `--version`)."""
+    try:
+        kafka = kafka_version()
+    except LocalKafkaError:
+        kafka = "unknown (no pom)"
+    return f"codec-ab {__version__}, Kafka {kafka}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Returns the parser of every command and flag (``--help`` shows defaults)."""
     parser = _Parser(
@@ -136,10 +146,17 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a local single-node KRaft Kafka broker without Docker; "
         "create, list and delete topics on any cluster.",
     )
-    parser.add_argument("--version", action="version", version=__version__)
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=versions(),
+        help="print the project's and the pinned Kafka's versions, then exit",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("resolve", help="resolve the broker jars with Maven, then exit")
-    sub.add_parser("version", help="print the pinned Kafka version")
+    sub.add_parser(
+        "version", help="print the project's and the pinned Kafka's versions"
+    )
     start = sub.add_parser("start", help="start a broker, print its bootstrap address")
     stop = sub.add_parser("stop", help="stop the broker that 'start' left running")
     for cmd in (start, stop):
@@ -190,6 +207,10 @@ def resolve_bootstrap(
 
 
 _STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+_STOP_TIMEOUT_S: Final = 20.0
+"""`stop`: how long the JVM gets after SIGTERM before SIGKILL."""
+_PORT_CLOSE_S: Final = 5.0
+"""`stop`: how long the exited JVM's listener may take to close."""
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -244,11 +265,20 @@ def _start(args: argparse.Namespace) -> int:
 
 def _stop(args: argparse.Namespace) -> int:
     data_dir: Path = args.data_dir.resolve()
-    if (state := read_state(data_dir)) is not None:
-        stop_process_group(state["pid"])
-    else:
+    if (state := read_state(data_dir)) is None:
         print(f"{PROG}: no broker running in {data_dir}", file=sys.stderr)
+        clear_state(data_dir)
+        return 0
+    # bounded: SIGTERM, 20 s, SIGKILL, 10 s; then its port must be closed too
+    stop_process_group(state["pid"], timeout=_STOP_TIMEOUT_S)
+    host, _, port = state["bootstrap"].rpartition(":")
+    deadline = time.monotonic() + _PORT_CLOSE_S
+    while port_open(int(port), host) and time.monotonic() < deadline:
+        time.sleep(0.1)
     clear_state(data_dir)
+    print(
+        f"stopped the broker at {state['bootstrap']} (pid {state['pid']}, {data_dir})"
+    )
     return 0
 
 
@@ -259,7 +289,7 @@ def _resolve(args: argparse.Namespace) -> int:
 
 
 def _version(args: argparse.Namespace) -> int:
-    print(kafka_version())
+    print(versions())
     return 0
 
 
@@ -275,7 +305,14 @@ def _topics(args: argparse.Namespace) -> int:
             if args.action == "create":
                 config = dict(args.config)
                 made = admin.create(name, args.partitions, config=config)
-                print(f"{'created' if made else 'exists'} {name}", flush=True)
+                if made:
+                    print(f"created {name}", flush=True)
+                elif config:  # an existing topic gets the settings asked for
+                    admin.set_config(name, config)
+                    shown = ", ".join(f"{k}={v}" for k, v in config.items())
+                    print(f"exists {name}: set {shown}", flush=True)
+                else:
+                    print(f"exists {name}", flush=True)
             elif admin.delete(name):
                 print(f"deleted {name}", flush=True)
             else:

@@ -10,7 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, not in __all__
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 from schemas.errors import LocalKafkaError
 from service import topics
@@ -113,6 +119,22 @@ class TopicAdmin(topics.TopicAdmin):
                 f"topic {name!r} has {got} partitions, not {partitions}"
             )
         return created
+
+    def set_config(
+        self, name: str, config: Mapping[str, str], *, timeout: float = 30.0
+    ) -> None:
+        """Sets topic settings on an existing topic (incremental: others are kept).
+
+        Raises:
+            KafkaException: The broker refused (unknown setting, bad value).
+        """
+        entries = [
+            ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+            for key, value in config.items()
+        ]
+        resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
+        futures = self._admin.incremental_alter_configs([resource])
+        futures[resource].result(timeout=timeout)
 
 
 def create_topic(
