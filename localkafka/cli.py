@@ -22,13 +22,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Final, NoReturn
+from typing import Any, Final, NoReturn
 
 from confluent_kafka import KafkaException
+from pydantic import BaseModel, Field
 
 from localkafka.broker import LocalKafka
 from localkafka.classpath import kafka_version, resolve_classpath
 from localkafka.process import port_open, stop_process_group
+from localkafka.security import CLIENT_FILE, MECHANISM, SECURITY_MODES
 from localkafka.state import (
     DEFAULT_DATA_DIR,
     STATE_FILE,
@@ -38,9 +40,11 @@ from localkafka.state import (
     write_state,
 )
 from localkafka.topics import CONNECT_TIMEOUT_S, TopicAdmin, kafka_error_text
-from schemas.errors import LocalKafkaError
+from schemas.errors import ConfigError, LocalKafkaError
 from service import __version__
-from service.connection import DEFAULT_BOOTSTRAP
+from service.broker_state import recorded_client_settings
+from service.connection import DEFAULT_BOOTSTRAP, KafkaConnection
+from service.settings import load
 
 PROG: Final = "codec-kafka"
 BOOTSTRAP_ENV: Final = "KAFKA_BOOTSTRAP_SERVERS"
@@ -172,6 +176,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     start.add_argument("--heap", default="1g", help="JVM heap (default: 1g)")
     start.add_argument(
+        "--security",
+        choices=SECURITY_MODES,
+        default="plaintext",
+        help="the client listener: plaintext, ssl (TLS), sasl_plaintext or sasl_ssl "
+        f"({MECHANISM}), mtls (TLS with client certificates); other than "
+        f"plaintext, a throw-away CA is made and the client settings are written to "
+        f"<data-dir>/{CLIENT_FILE} (mode 0600) for --config (default: plaintext)",
+    )
+    start.add_argument(
         "--timeout", type=float, default=60.0, help="start deadline in s (default: 60)"
     )
     start.add_argument(
@@ -220,7 +233,10 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 def _start(args: argparse.Namespace) -> int:
     data_dir: Path = args.data_dir.resolve()
     if (running := read_state(data_dir)) is not None:
-        print(f"{PROG}: already running, pid {running['pid']}", file=sys.stderr)
+        mode = running.get("security", "plaintext")
+        print(
+            f"{PROG}: already running ({mode}), pid {running['pid']}", file=sys.stderr
+        )
         print(running["bootstrap"], flush=True)
         return 0
     kafka = LocalKafka(
@@ -229,6 +245,7 @@ def _start(args: argparse.Namespace) -> int:
         partitions_default=args.partitions,
         heap=args.heap,
         detached=not args.foreground,
+        security=args.security,
     )
     if args.foreground:
         # before anything is printed: a SIGTERM right after start must stop cleanly
@@ -240,8 +257,15 @@ def _start(args: argparse.Namespace) -> int:
         if (pid := kafka.pid) is None:
             raise LocalKafkaError("the broker exited right after it started")
         state = BrokerState(pid=pid, bootstrap=bootstrap, version=kafka_version())
+        state["security"] = args.security
+        if (client := kafka.client_file) is not None:
+            state["client_config"] = str(client)
         write_state(data_dir, state)
         print(bootstrap, flush=True)
+        if client is not None:  # stdout's first line stays the address
+            print(f"{PROG}: {args.security} listener; client settings: {client} "
+                  "(every tool uses them with this broker; elsewhere: --config "
+                  f"{client})", file=sys.stderr, flush=True)  # fmt: skip
         if not args.foreground:
             handed_off = True
             return 0
@@ -293,9 +317,34 @@ def _version(args: argparse.Namespace) -> int:
     return 0
 
 
+class _TopicsSettings(BaseModel):
+    """`codec-kafka topics`' settings: the `[kafka]` connection only."""
+
+    kafka: KafkaConnection = Field(default_factory=KafkaConnection)
+
+
+def resolve_cluster(
+    flag: str | None, data_dir: Path, environ: Mapping[str, str]
+) -> KafkaConnection:
+    """The connection of the topics commands: `resolve_bootstrap`'s address, with
+    the `KAFKA_*` settings of the environment, or, for the broker recorded in
+    `data_dir`, the client settings it recorded (a secured listener's)."""
+    bootstrap = resolve_bootstrap(flag, data_dir, environ)
+    kafka: dict[str, Any] = {"bootstrap_servers": bootstrap}
+    if not flag and not environ.get(BOOTSTRAP_ENV):
+        kafka = {**recorded_client_settings(data_dir.resolve()), **kafka}
+    flags = {"kafka": kafka}
+    return load(_TopicsSettings, "topics", flags=flags, environ=environ).kafka
+
+
 def _topics(args: argparse.Namespace) -> int:
-    bootstrap = resolve_bootstrap(args.bootstrap_servers, args.data_dir, os.environ)
-    admin = TopicAdmin(bootstrap, connect_timeout=CONNECT_TIMEOUT_S, silent=True)
+    try:
+        kafka = resolve_cluster(args.bootstrap_servers, args.data_dir, os.environ)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    conf = kafka.librdkafka(plaintext_secrets=True)
+    admin = TopicAdmin(conf, connect_timeout=CONNECT_TIMEOUT_S, silent=True)
     if args.action == "list":
         for name in admin.names(internal=args.internal):
             print(name)
