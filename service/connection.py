@@ -8,6 +8,7 @@ sees `MASK` where a secret is.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -213,6 +214,23 @@ class KafkaConnection(BaseModel):
         }
         conf.update({k: v for k, v in typed.items() if v is not None})
         return conf
+
+    def environment(self) -> dict[str, str]:
+        """The connection as `KAFKA_*` variables, secrets in plain text: how a tool
+        hands it to the tools it starts (an environment is private to the process
+        and its user; an argument list is not)."""
+        env: dict[str, str] = {}
+        for name, value in self:
+            if value is None or (name == "extra" and not value):
+                continue
+            key = "KAFKA_" + name.upper()
+            if isinstance(value, SecretStr):
+                env[key] = value.get_secret_value()
+            elif isinstance(value, dict):
+                env[key] = json.dumps(value)
+            else:
+                env[key] = str(value)
+        return env
 
     def masked(self) -> dict[str, Any]:
         """The section as JSON-ready data, every secret masked."""

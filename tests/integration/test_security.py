@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+import abrunner.cli
+from abrunner.report import read
 from localkafka import LocalKafka
 from tests.support import WorkerProcess, consume_all, produce
 
@@ -192,3 +194,48 @@ def test_cli_start_security_records_it(tmp_path: Path) -> None:
     finally:
         stopped = tool("localkafka", "stop", "--data-dir", str(data))
     assert stopped.returncode == 0 and stopped.stdout.startswith("stopped"), stopped
+
+
+def test_codec_ab_over_a_secured_broker(
+    secured: LocalKafka, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`codec-ab --config client.toml`: its own clients (topics, read-back) and
+    the worker and load generator it starts reach the broker; nothing is lost;
+    the secrets reach the children by environment, never by argument."""
+    started: list[list[str]] = []
+
+    class Recording(subprocess.Popen):  # type: ignore[type-arg]
+        def __init__(self, args: list[str], **kwargs: object) -> None:
+            started.append([str(a) for a in args])
+            super().__init__(args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(subprocess, "Popen", Recording)  # what abrunner starts
+    for key in [k for k in os.environ if k.startswith("KAFKA_")]:
+        monkeypatch.delenv(key)
+    out = tmp_path / "ab"
+    code = abrunner.cli.main(
+        [
+            *("--config", _client_file(secured), "--codecs", "msgspec-msgpack"),
+            *("--rate", "500", "--duration", "3", "--warmup", "1"),
+            *("--profile", "small", "--partitions", "2", "--no-bench"),
+            *("--out", str(out)),
+        ]
+    )
+    report = read(out / "report.json")
+    assert code == 0, report.results
+    (result,) = report.results
+    assert result.error is None and result.lost == 0 and result.seq_missing == 0
+    assert result.acked == result.sent and (result.sent or 0) > 0
+    assert result.offsets_committed_to_end
+    assert {cmd[2] for cmd in started if cmd[1:2] == ["-m"]} >= {"service", "loadgen"}
+    secrets = [
+        v
+        for k, v in secured.client_settings.items()
+        if k in ("sasl_password", "ssl_keystore_password")
+    ]
+    assert secrets
+    written = [p.read_text(errors="replace") for p in out.rglob("*") if p.is_file()
+               and p.suffix in (".json", ".md", ".log")]  # fmt: skip
+    for secret in secrets:
+        assert not any(secret in " ".join(cmd) for cmd in started)
+        assert not any(secret in text for text in written)
