@@ -224,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         with _interrupts():
-            report = runner.run(plan, bootstrap, console)
+            report = runner.run(plan, bootstrap, console, settings.kafka)
             decisions.decide(report, settings.target_rate or plan.rate)
             paths = write(report, plan.out_dir)
             print_tables(report, sys.stdout)

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from rich.console import Console
 from rich.progress import (
@@ -43,6 +43,7 @@ from abrunner.results import CaseResult, InProcess, Report
 from loadgen.report import Summary
 from localkafka import LocalKafka, create_topic, delete_topic, kafka_version
 from schemas.errors import RunnerError
+from service.connection import KafkaConnection
 
 Note = Callable[[str], None]
 """Reports a case's progress in a few words."""
@@ -62,8 +63,39 @@ _DRAIN_S: Final = 600.0
 ~20k msg/s; what is left after 10 min counts as lost."""
 
 
-def run(plan: Plan, bootstrap: str | None, console: Console) -> Report:
+class Broker(NamedTuple):
+    """The cluster of a run: its address, its client settings, and the `KAFKA_*`
+    variables that hand those to the worker and the load generator (secrets go by
+    environment, never by argument)."""
+
+    address: str
+    conf: dict[str, Any]
+    env: dict[str, str]
+
+    @classmethod
+    def of(
+        cls, bootstrap: str | Broker, kafka: KafkaConnection | None = None
+    ) -> Broker:
+        """`bootstrap` as a Broker; a bare address with `kafka`'s other settings."""
+        if isinstance(bootstrap, Broker):
+            return bootstrap
+        if kafka is None:
+            return cls(bootstrap, {"bootstrap.servers": bootstrap}, {})
+        kafka = kafka.model_copy(update={"bootstrap_servers": bootstrap})
+        conf = kafka.librdkafka(plaintext_secrets=True)
+        return cls(bootstrap, conf, kafka.environment())
+
+
+def run(
+    plan: Plan,
+    bootstrap: str | None,
+    console: Console,
+    kafka: KafkaConnection | None = None,
+) -> Report:
     """Run every case of `plan`; start (and stop) the local Kafka with no `bootstrap`.
+
+    `kafka` holds the connection's other settings (TLS, SASL) for a `bootstrap`
+    given or recorded; a local Kafka started here is plaintext.
 
     A case that fails is recorded with its error; the others still run. A
     KeyboardInterrupt ends the run with the cases finished (`Report.interrupted`).
@@ -71,7 +103,7 @@ def run(plan: Plan, bootstrap: str | None, console: Console) -> Report:
     (plan.out_dir / "logs").mkdir(parents=True, exist_ok=True)
     results: list[CaseResult] = []
     in_process: list[InProcess] = []
-    kafka, interrupted = "external", False
+    kafka_run, interrupted = "external", False
     try:
         if plan.bench:  # before the broker and the cases: nothing else runs then
             in_process = inprocess.shown(plan, console)
@@ -79,15 +111,15 @@ def run(plan: Plan, bootstrap: str | None, console: Console) -> Report:
             if not bootstrap:
                 console.print("starting the local Kafka ...")
                 bootstrap = stack.enter_context(LocalKafka()).bootstrap_servers
-                kafka = kafka_version()
-            _run_all(bootstrap, plan, console, results)
+                kafka_run, kafka = kafka_version(), None
+            _run_all(Broker.of(bootstrap, kafka), plan, console, results)
     except KeyboardInterrupt:
         interrupted = True
         total = len(plan.cases())
         console.print(f"interrupted: {len(results)} of {total} cases finished")
     return Report(
         plan=plan,
-        environment=environment(kafka),
+        environment=environment(kafka_run),
         results=results,
         summary=aggregate(results, in_process),
         interrupted=interrupted,
@@ -96,7 +128,7 @@ def run(plan: Plan, bootstrap: str | None, console: Console) -> Report:
 
 
 def _run_all(
-    bootstrap: str, plan: Plan, console: Console, results: list[CaseResult]
+    bootstrap: Broker, plan: Plan, console: Console, results: list[CaseResult]
 ) -> None:
     """Run the cases, appending each result to `results` as soon as it is known."""
     cases = plan.cases()
@@ -140,18 +172,19 @@ def _logs(plan: Plan, case: Case) -> tuple[Path, Path]:
     return logs / f"{case.tag}.log", logs / f"{case.tag}-loadgen.log"
 
 
-def run_case(bootstrap: str, case: Case, plan: Plan, note: Note) -> CaseResult:
+def run_case(cluster: str | Broker, case: Case, plan: Plan, note: Note) -> CaseResult:
     """Measure one case on a topic of its own, deleted afterwards.
 
     Raises:
         RunnerError: the worker or the load generator failed.
     """
+    bootstrap = Broker.of(cluster)
     topic = f"ab-{uuid.uuid4().hex[:8]}-{case.tag}"
-    create_topic(bootstrap, topic, plan.partitions)
-    create_topic(bootstrap, f"{topic}.dlq", plan.partitions)
-    env = child_env(case.profile.schema)
+    create_topic(bootstrap.conf, topic, plan.partitions)
+    create_topic(bootstrap.conf, f"{topic}.dlq", plan.partitions)
+    env = child_env(case.profile.schema) | bootstrap.env
     worker = WorkerProcess(
-        bootstrap,
+        bootstrap.address,
         topic,
         *("--codec", case.codec, "--schema", case.profile.schema),
         *("--summary-interval-s", "5", *plan.worker_args),
@@ -165,7 +198,7 @@ def run_case(bootstrap: str, case: Case, plan: Plan, note: Note) -> CaseResult:
         result = measure_case(m)
         result.worker_exit = worker.stop()
         result.offsets_committed_to_end = verify.committed_to_end(
-            bootstrap, worker.group, topic, plan.partitions
+            bootstrap.conf, worker.group, topic, plan.partitions
         )
         result.logs = [str(p) for p in _logs(plan, case) if p.exists()]
     except BaseException:
@@ -181,7 +214,7 @@ def run_case(bootstrap: str, case: Case, plan: Plan, note: Note) -> CaseResult:
 class _Measurement(NamedTuple):
     """One case in progress: where it runs, its processes, whom it tells."""
 
-    bootstrap: str
+    bootstrap: Broker
     topic: str
     case: Case
     plan: Plan
@@ -201,7 +234,8 @@ class _Measurement(NamedTuple):
     ) -> LoadgenProcess:
         """Start a load generator run on the case's topic, closed with the case."""
         proc = LoadgenProcess(
-            *(self.bootstrap, self.topic, self.case.codec, self.case.profile, run_id),
+            self.bootstrap.address,
+            *(self.topic, self.case.codec, self.case.profile, run_id),
             rate=rate,
             duration=duration,
             count=count,
@@ -222,7 +256,7 @@ def _teardown(m: _Measurement) -> None:
     """
     with ExitStack() as stack:  # callbacks run last-in first-out
         for name in (m.topic, f"{m.topic}.dlq"):
-            stack.callback(delete_topic, m.bootstrap, name)
+            stack.callback(delete_topic, m.bootstrap.conf, name)
         stack.callback(m.worker.close)
         for proc in m.loadgens:
             stack.callback(proc.close)
@@ -262,7 +296,7 @@ def _measure_rate(m: _Measurement) -> CaseResult:
     result.not_drained = max(backlog, 0)
     if plan.verify:
         result.seq_missing = verify.missing_seqs(
-            m.bootstrap, m.topic, run_id, summary.acked
+            m.bootstrap.conf, m.topic, run_id, summary.acked
         )
     _rejections(m, result, run_id, summary)
     in_window = window_rate(s0, points, summary.window_s)
@@ -316,7 +350,7 @@ def _rejections(
     result.replayed_as_recorded = summary.replayed_as_recorded
     result.not_carried = dict(summary.not_carried)
     found = (
-        verify.dead_letters(m.bootstrap, f"{m.topic}.dlq", run_id)
+        verify.dead_letters(m.bootstrap.conf, f"{m.topic}.dlq", run_id)
         if result.dead_lettered
         else {}
     )

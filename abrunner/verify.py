@@ -9,7 +9,8 @@ partition once the worker stopped (at-least-once, nothing left to redeliver).
 from __future__ import annotations
 
 from collections import Counter
-from typing import Final, cast
+from collections.abc import Mapping
+from typing import Any, Final, cast
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -29,9 +30,18 @@ _READ_BACK: Final = {
 }
 
 
-def committed_to_end(bootstrap: str, group: str, topic: str, partitions: int) -> bool:
+def _conf(bootstrap: str | Mapping[str, Any]) -> dict[str, Any]:
+    """librdkafka settings of a cluster given by address or by its settings."""
+    if isinstance(bootstrap, str):
+        return {"bootstrap.servers": bootstrap}
+    return dict(bootstrap)
+
+
+def committed_to_end(
+    bootstrap: str | Mapping[str, Any], group: str, topic: str, partitions: int
+) -> bool:
     """Whether `group` has committed every non-empty partition up to its end."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    consumer = Consumer({**_conf(bootstrap), "group.id": group})
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         for tp in consumer.committed(tps, timeout=_TIMEOUT_S):
@@ -43,19 +53,21 @@ def committed_to_end(bootstrap: str, group: str, topic: str, partitions: int) ->
         consumer.close()
 
 
-def missing_seqs(bootstrap: str, topic: str, run_id: str, expected: int) -> int:
+def missing_seqs(
+    bootstrap: str | Mapping[str, Any], topic: str, run_id: str, expected: int
+) -> int:
     """Read the topic back to its end: how many `x-seq` of run `run_id` are absent.
 
     Partitions are assigned from offset 0 (no group to join) and read up to the
     high watermarks taken first, so the read ends as soon as the data does.
 
     Args:
-        bootstrap: the Kafka bootstrap servers.
+        bootstrap: the Kafka bootstrap servers, or the cluster's librdkafka settings.
         topic: the case's topic.
         run_id: the measured run's `x-run-id` (warm-up messages have another).
         expected: messages the run had acknowledged: `x-seq` 0 to `expected - 1`.
     """
-    config = {"bootstrap.servers": bootstrap, "group.id": f"verify-{run_id}"}
+    config = {**_conf(bootstrap), "group.id": f"verify-{run_id}"}
     consumer = Consumer({**config, **_READ_BACK})
     try:
         ends = _high_watermarks(consumer, topic)
@@ -94,12 +106,14 @@ def _read_seqs(consumer: Consumer, ends: dict[int, int], run_id: bytes) -> set[i
     return seen
 
 
-def dead_letters(bootstrap: str, dlq: str, run_id: str) -> Counter[str]:
+def dead_letters(
+    bootstrap: str | Mapping[str, Any], dlq: str, run_id: str
+) -> Counter[str]:
     """The dead letters of run `run_id` in topic `dlq`, by `"<field path>: <reason>"`.
 
     Read to the high watermarks taken first, like `missing_seqs`.
     """
-    config = {"bootstrap.servers": bootstrap, "group.id": f"dlq-{run_id}"}
+    config = {**_conf(bootstrap), "group.id": f"dlq-{run_id}"}
     consumer = Consumer({**config, **_READ_BACK})
     found: Counter[str] = Counter()
     try:

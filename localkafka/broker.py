@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
+import os
 import shutil
 import signal
 import subprocess
@@ -19,10 +20,11 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Final
+from typing import Any, Final
 
 from confluent_kafka import KafkaException
 
+from localkafka import security as security_
 from localkafka.classpath import java_executable, pom_path, resolve_classpath
 from localkafka.process import (
     ensure_port_free,
@@ -48,7 +50,10 @@ _HOST: Final = "127.0.0.1"
 
 
 def wait_until_ready(
-    bootstrap: str, timeout: float = 60.0, alive: Callable[[], bool] | None = None
+    bootstrap: str,
+    timeout: float = 60.0,
+    alive: Callable[[], bool] | None = None,
+    conf: Mapping[str, Any] | None = None,
 ) -> None:
     """Waits until a broker at ``bootstrap`` answers a metadata request.
 
@@ -56,6 +61,7 @@ def wait_until_ready(
         bootstrap: ``host:port`` of the broker.
         timeout: Seconds before giving up.
         alive: Returns False once the broker process has died (stops the wait).
+        conf: librdkafka settings of a secured listener (default: plaintext).
 
     Raises:
         TimeoutError: Not ready within ``timeout`` seconds.
@@ -68,7 +74,9 @@ def wait_until_ready(
         if alive is not None and not alive():
             raise LocalKafkaError("broker process exited during start")
         if port_open(int(port), host):
-            admin = admin or admin_client(bootstrap)
+            admin = admin or admin_client(
+                {**(conf or {}), "bootstrap.servers": bootstrap}
+            )
             with contextlib.suppress(KafkaException):
                 if admin.list_topics(timeout=max(0.5, min(5.0, left))).brokers:
                     return
@@ -131,6 +139,9 @@ class LocalKafka:
         heap: JVM heap (-Xms and -Xmx), e.g. ``"1g"``.
         overrides: Extra server.properties entries.
         detached: Leave the broker running when this process exits (CLI use).
+        security: The client listener's mode (`security.SECURITY_MODES`); other
+            than plaintext, `start` makes the TLS material and the SCRAM user, and
+            writes `client.toml` in the data dir (`client_file`).
     """
 
     def __init__(
@@ -142,6 +153,7 @@ class LocalKafka:
         heap: str = "1g",
         overrides: Mapping[str, str] | None = None,
         detached: bool = False,
+        security: str = "plaintext",
     ) -> None:
         self.data_dir = Path(data_dir).resolve() if data_dir is not None else None
         self._owns_dir = False
@@ -152,6 +164,33 @@ class LocalKafka:
         self._detached = detached
         self._proc: subprocess.Popen[bytes] | None = None
         self._bootstrap: str | None = None
+        if security not in security_.SECURITY_MODES:
+            raise LocalKafkaError(f"unknown security mode {security!r}")
+        self.security = security
+        self._material: security_.Material | None = None
+        self._password: str | None = None
+        self.client_settings: dict[str, str] = {}
+        """The `[kafka]` settings of a client (after start())."""
+
+    @property
+    def material(self) -> security_.Material | None:
+        """The TLS material made at start (modes with TLS)."""
+        return self._material
+
+    @property
+    def client_file(self) -> Path | None:
+        """`<data-dir>/client.toml` (mode 0600): the `[kafka]` settings of a client
+        of a secured listener; None for plaintext."""
+        if self.security == "plaintext" or self.data_dir is None:
+            return None
+        return self.data_dir / security_.CLIENT_FILE
+
+    def client_conf(self) -> dict[str, Any]:
+        """librdkafka settings of a client (secrets in plain text): for tests."""
+        from service.connection import KafkaConnection
+
+        kafka = KafkaConnection.model_validate(self.client_settings)
+        return kafka.librdkafka(plaintext_secrets=True)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -207,11 +246,16 @@ class LocalKafka:
             "-cp",
             resolve_classpath(),
         ]
+        if self.security != "plaintext":
+            self._material = security_.make_material(
+                self.data_dir / "tls", client=self.security == "mtls"
+            )
         for attempt in range(1, _START_ATTEMPTS + 1):
-            port = self._launch(cmd, self.data_dir)
+            port, probe = self._launch(cmd, self.data_dir)
             retry = not self._port and attempt < _START_ATTEMPTS
             try:
-                wait_until_ready(f"{_HOST}:{port}", timeout, alive=self._running)
+                wait_until_ready(f"{_HOST}:{probe}", timeout, alive=self._running)
+                self._secure(f"{_HOST}:{port}", f"{_HOST}:{probe}", timeout)
             except (LocalKafkaError, TimeoutError) as exc:
                 log = _tail(logs / "broker.out", 15) + "\n" + _tail(logs / "server.log")
                 self._kill(timeout=5.0)
@@ -233,6 +277,21 @@ class LocalKafka:
                 )
         raise AssertionError("unreachable: the last attempt returns or raises")
 
+    def _secure(self, bootstrap: str, internal: str, timeout: float) -> None:
+        """The SCRAM user, `client.toml`, and a client's first answer on `bootstrap`."""
+        if self.security == "plaintext":
+            return
+        if security_.uses_sasl(self.security):
+            self._password = self._password or security_.new_password()
+            security_.add_scram_user(internal, security_.USER, self._password)
+        self.client_settings = security_.client_settings(
+            self.security, bootstrap, self._material, self._password
+        )
+        if (path := self.client_file) is not None:
+            security_.write_client_file(path, self.client_settings)
+        conf = self.client_conf()
+        wait_until_ready(bootstrap, timeout, alive=self._running, conf=conf)
+
     def _serves(self, port: int) -> bool:
         """Whether the broker that answered on ``port`` is our JVM.
 
@@ -244,16 +303,25 @@ class LocalKafka:
         owned = owns_listener(self._proc.pid, port)
         return owned is None or owned  # no procfs: being alive is all we can check
 
-    def _launch(self, java: list[str], data_dir: Path) -> int:
-        port, controller_port = free_ports(2, _HOST)
+    def _launch(self, java: list[str], data_dir: Path) -> tuple[int, int]:
+        """Starts the JVM; returns the client port and the port to probe first."""
+        port, controller_port, internal = free_ports(3, _HOST)
         if self._port:
-            controller_port = next(p for p in free_ports(2, _HOST) if p != self._port)
-            port = self._port
+            others = [p for p in free_ports(3, _HOST) if p != self._port]
+            port, controller_port, internal = self._port, others[0], others[1]
         kraft = data_dir / "kraft-logs"
         props = data_dir / "server.properties"
         config = broker_properties(port, controller_port, kraft, self._partitions)
+        probe = port
+        if self.security != "plaintext":
+            ports = (port, internal, controller_port)
+            config |= security_.secured_properties(self.security, ports, self._material)
+            probe = internal
         config.update(self._overrides)
-        props.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
+        props.unlink(missing_ok=True)  # it holds the keystore password: owner only
+        fd = os.open(props, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as props_file:
+            props_file.write("".join(f"{k}={v}\n" for k, v in config.items()))
         if not (kraft / "meta.properties").is_file():
             fmt = [*java, "kafka.tools.StorageTool", "format", "-t", new_cluster_id()]
             done = subprocess.run(  # noqa: S603
@@ -273,7 +341,7 @@ class LocalKafka:
                 start_new_session=True,
                 preexec_fn=None if self._detached else die_with_parent(signal.SIGKILL),
             )
-        return port
+        return port, probe
 
     def _running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None

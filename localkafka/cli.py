@@ -18,16 +18,19 @@ import argparse
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Final, NoReturn
+from typing import Any, Final, NoReturn
 
 from confluent_kafka import KafkaException
+from pydantic import BaseModel, Field
 
 from localkafka.broker import LocalKafka
 from localkafka.classpath import kafka_version, resolve_classpath
-from localkafka.process import stop_process_group
+from localkafka.process import port_open, stop_process_group
+from localkafka.security import CLIENT_FILE, MECHANISM, SECURITY_MODES
 from localkafka.state import (
     DEFAULT_DATA_DIR,
     STATE_FILE,
@@ -37,9 +40,11 @@ from localkafka.state import (
     write_state,
 )
 from localkafka.topics import CONNECT_TIMEOUT_S, TopicAdmin, kafka_error_text
-from schemas.errors import LocalKafkaError
+from schemas.errors import ConfigError, LocalKafkaError
 from service import __version__
-from service.connection import DEFAULT_BOOTSTRAP
+from service.broker_state import recorded_client_settings
+from service.connection import DEFAULT_BOOTSTRAP, KafkaConnection
+from service.settings import load
 
 PROG: Final = "codec-kafka"
 BOOTSTRAP_ENV: Final = "KAFKA_BOOTSTRAP_SERVERS"
@@ -129,6 +134,15 @@ def _add_topics(sub: argparse._SubParsersAction[_Parser]) -> None:
         _add_data_dir(parser)
 
 
+def versions() -> str:
+    """Both versions, labelled: `codec-ab 0.1.0, Kafka 4.1.2` (`version`, `--version`)."""
+    try:
+        kafka = kafka_version()
+    except LocalKafkaError:
+        kafka = "unknown (no pom)"
+    return f"codec-ab {__version__}, Kafka {kafka}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Returns the parser of every command and flag (``--help`` shows defaults)."""
     parser = _Parser(
@@ -136,10 +150,17 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a local single-node KRaft Kafka broker without Docker; "
         "create, list and delete topics on any cluster.",
     )
-    parser.add_argument("--version", action="version", version=__version__)
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=versions(),
+        help="print the project's and the pinned Kafka's versions, then exit",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("resolve", help="resolve the broker jars with Maven, then exit")
-    sub.add_parser("version", help="print the pinned Kafka version")
+    sub.add_parser(
+        "version", help="print the project's and the pinned Kafka's versions"
+    )
     start = sub.add_parser("start", help="start a broker, print its bootstrap address")
     stop = sub.add_parser("stop", help="stop the broker that 'start' left running")
     for cmd in (start, stop):
@@ -154,6 +175,15 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"num.partitions (default: {DEFAULT_PARTITIONS})",
     )
     start.add_argument("--heap", default="1g", help="JVM heap (default: 1g)")
+    start.add_argument(
+        "--security",
+        choices=SECURITY_MODES,
+        default="plaintext",
+        help="the client listener: plaintext, ssl (TLS), sasl_plaintext or sasl_ssl "
+        f"({MECHANISM}), mtls (TLS with client certificates); other than "
+        f"plaintext, a throw-away CA is made and the client settings are written to "
+        f"<data-dir>/{CLIENT_FILE} (mode 0600) for --config (default: plaintext)",
+    )
     start.add_argument(
         "--timeout", type=float, default=60.0, help="start deadline in s (default: 60)"
     )
@@ -190,6 +220,10 @@ def resolve_bootstrap(
 
 
 _STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+_STOP_TIMEOUT_S: Final = 20.0
+"""`stop`: how long the JVM gets after SIGTERM before SIGKILL."""
+_PORT_CLOSE_S: Final = 5.0
+"""`stop`: how long the exited JVM's listener may take to close."""
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -199,7 +233,10 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 def _start(args: argparse.Namespace) -> int:
     data_dir: Path = args.data_dir.resolve()
     if (running := read_state(data_dir)) is not None:
-        print(f"{PROG}: already running, pid {running['pid']}", file=sys.stderr)
+        mode = running.get("security", "plaintext")
+        print(
+            f"{PROG}: already running ({mode}), pid {running['pid']}", file=sys.stderr
+        )
         print(running["bootstrap"], flush=True)
         return 0
     kafka = LocalKafka(
@@ -208,6 +245,7 @@ def _start(args: argparse.Namespace) -> int:
         partitions_default=args.partitions,
         heap=args.heap,
         detached=not args.foreground,
+        security=args.security,
     )
     if args.foreground:
         # before anything is printed: a SIGTERM right after start must stop cleanly
@@ -219,8 +257,15 @@ def _start(args: argparse.Namespace) -> int:
         if (pid := kafka.pid) is None:
             raise LocalKafkaError("the broker exited right after it started")
         state = BrokerState(pid=pid, bootstrap=bootstrap, version=kafka_version())
+        state["security"] = args.security
+        if (client := kafka.client_file) is not None:
+            state["client_config"] = str(client)
         write_state(data_dir, state)
         print(bootstrap, flush=True)
+        if client is not None:  # stdout's first line stays the address
+            print(f"{PROG}: {args.security} listener; client settings: {client} "
+                  "(every tool uses them with this broker; elsewhere: --config "
+                  f"{client})", file=sys.stderr, flush=True)  # fmt: skip
         if not args.foreground:
             handed_off = True
             return 0
@@ -244,11 +289,20 @@ def _start(args: argparse.Namespace) -> int:
 
 def _stop(args: argparse.Namespace) -> int:
     data_dir: Path = args.data_dir.resolve()
-    if (state := read_state(data_dir)) is not None:
-        stop_process_group(state["pid"])
-    else:
+    if (state := read_state(data_dir)) is None:
         print(f"{PROG}: no broker running in {data_dir}", file=sys.stderr)
+        clear_state(data_dir)
+        return 0
+    # bounded: SIGTERM, 20 s, SIGKILL, 10 s; then its port must be closed too
+    stop_process_group(state["pid"], timeout=_STOP_TIMEOUT_S)
+    host, _, port = state["bootstrap"].rpartition(":")
+    deadline = time.monotonic() + _PORT_CLOSE_S
+    while port_open(int(port), host) and time.monotonic() < deadline:
+        time.sleep(0.1)
     clear_state(data_dir)
+    print(
+        f"stopped the broker at {state['bootstrap']} (pid {state['pid']}, {data_dir})"
+    )
     return 0
 
 
@@ -259,13 +313,38 @@ def _resolve(args: argparse.Namespace) -> int:
 
 
 def _version(args: argparse.Namespace) -> int:
-    print(kafka_version())
+    print(versions())
     return 0
 
 
+class _TopicsSettings(BaseModel):
+    """`codec-kafka topics`' settings: the `[kafka]` connection only."""
+
+    kafka: KafkaConnection = Field(default_factory=KafkaConnection)
+
+
+def resolve_cluster(
+    flag: str | None, data_dir: Path, environ: Mapping[str, str]
+) -> KafkaConnection:
+    """The connection of the topics commands: `resolve_bootstrap`'s address, with
+    the `KAFKA_*` settings of the environment, or, for the broker recorded in
+    `data_dir`, the client settings it recorded (a secured listener's)."""
+    bootstrap = resolve_bootstrap(flag, data_dir, environ)
+    kafka: dict[str, Any] = {"bootstrap_servers": bootstrap}
+    if not flag and not environ.get(BOOTSTRAP_ENV):
+        kafka = {**recorded_client_settings(data_dir.resolve()), **kafka}
+    flags = {"kafka": kafka}
+    return load(_TopicsSettings, "topics", flags=flags, environ=environ).kafka
+
+
 def _topics(args: argparse.Namespace) -> int:
-    bootstrap = resolve_bootstrap(args.bootstrap_servers, args.data_dir, os.environ)
-    admin = TopicAdmin(bootstrap, connect_timeout=CONNECT_TIMEOUT_S, silent=True)
+    try:
+        kafka = resolve_cluster(args.bootstrap_servers, args.data_dir, os.environ)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    conf = kafka.librdkafka(plaintext_secrets=True)
+    admin = TopicAdmin(conf, connect_timeout=CONNECT_TIMEOUT_S, silent=True)
     if args.action == "list":
         for name in admin.names(internal=args.internal):
             print(name)
@@ -275,7 +354,14 @@ def _topics(args: argparse.Namespace) -> int:
             if args.action == "create":
                 config = dict(args.config)
                 made = admin.create(name, args.partitions, config=config)
-                print(f"{'created' if made else 'exists'} {name}", flush=True)
+                if made:
+                    print(f"created {name}", flush=True)
+                elif config:  # an existing topic gets the settings asked for
+                    admin.set_config(name, config)
+                    shown = ", ".join(f"{k}={v}" for k, v in config.items())
+                    print(f"exists {name}: set {shown}", flush=True)
+                else:
+                    print(f"exists {name}", flush=True)
             elif admin.delete(name):
                 print(f"deleted {name}", flush=True)
             else:

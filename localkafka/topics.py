@@ -8,9 +8,15 @@ and a partition count that must match an existing topic's.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, not in __all__
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 from schemas.errors import LocalKafkaError
 from service import topics
@@ -37,11 +43,17 @@ _SILENT: Final = {"log.connection.close": False, "log_level": 0}
 instead of librdkafka printing a line per refused connection (~20 a second)."""
 
 
-def _conf(bootstrap: str, silent: bool) -> dict[str, object]:
-    return {"bootstrap.servers": bootstrap, **(_SILENT if silent else _QUIET)}
+Cluster = str | Mapping[str, Any]
+"""A cluster: its bootstrap address, or librdkafka settings (a secured cluster's
+`KafkaConnection.librdkafka(plaintext_secrets=True)`)."""
 
 
-def admin_client(bootstrap: str, *, silent: bool = False) -> AdminClient:
+def _conf(cluster: Cluster, silent: bool) -> dict[str, Any]:
+    given = {"bootstrap.servers": cluster} if isinstance(cluster, str) else cluster
+    return {**(_SILENT if silent else _QUIET), **given}
+
+
+def admin_client(bootstrap: Cluster, *, silent: bool = False) -> AdminClient:
     """Returns an AdminClient for ``bootstrap`` that logs errors only (or nothing).
 
     Keep it referenced until the futures of its requests have resolved: a dropped
@@ -65,7 +77,7 @@ class TopicAdmin(topics.TopicAdmin):
 
     def __init__(
         self,
-        bootstrap: str,
+        bootstrap: Cluster,
         *,
         connect_timeout: float | None = None,
         silent: bool = False,
@@ -75,7 +87,7 @@ class TopicAdmin(topics.TopicAdmin):
             reason = self.probe(connect_timeout)
             if reason is not None:
                 raise LocalKafkaError(
-                    f"no Kafka broker answers at {bootstrap} within "
+                    f"no Kafka broker answers at {self.bootstrap} within "
                     f"{connect_timeout:g} s ({reason})"
                 )
 
@@ -114,9 +126,25 @@ class TopicAdmin(topics.TopicAdmin):
             )
         return created
 
+    def set_config(
+        self, name: str, config: Mapping[str, str], *, timeout: float = 30.0
+    ) -> None:
+        """Sets topic settings on an existing topic (incremental: others are kept).
+
+        Raises:
+            KafkaException: The broker refused (unknown setting, bad value).
+        """
+        entries = [
+            ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+            for key, value in config.items()
+        ]
+        resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
+        futures = self._admin.incremental_alter_configs([resource])
+        futures[resource].result(timeout=timeout)
+
 
 def create_topic(
-    bootstrap: str,
+    bootstrap: Cluster,
     name: str,
     partitions: int,
     *,
@@ -135,6 +163,6 @@ def create_topic(
     TopicAdmin(bootstrap).create(name, partitions, config=config, timeout=timeout)
 
 
-def delete_topic(bootstrap: str, name: str, *, timeout: float = 30) -> None:
+def delete_topic(bootstrap: Cluster, name: str, *, timeout: float = 30) -> None:
     """Deletes a topic (a missing one is fine); waits until its metadata is gone."""
     TopicAdmin(bootstrap).delete(name, timeout=timeout)

@@ -1,7 +1,8 @@
 """Where `codec-kafka start` records the local broker, and how every tool reads it.
 
 The state file `<data-dir>/broker.pid` (default data dir `.local-kafka`) holds one JSON
-object, `{"pid", "bootstrap", "version"}`. `codec-kafka` writes it; the other tools
+object, `{"pid", "bootstrap", "version", "security", "client_config"}` (the last
+two since the local broker could be secured; a file without them is plaintext). `codec-kafka` writes it; the other tools
 read it to find the broker when no address is given. Its name and keys are a
 contract: add keys if needed, never rename these.
 """
@@ -10,8 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import tomllib
 from pathlib import Path
-from typing import Final, TypedDict
+from typing import Any, Final, NotRequired, TypedDict
 
 from service.children import pid_alive
 
@@ -28,6 +30,12 @@ class BrokerState(TypedDict):
     """Its ``127.0.0.1:PORT`` bootstrap address."""
     version: str
     """The Kafka version it runs."""
+    security: NotRequired[str]
+    """Its client listener's mode: plaintext (the default), ssl, sasl_plaintext,
+    sasl_ssl or mtls."""
+    client_config: NotRequired[str]
+    """A secured listener's `<data-dir>/client.toml`: the `[kafka]` settings of a
+    client (mode 0600)."""
 
 
 def read_state(data_dir: Path) -> BrokerState | None:
@@ -43,6 +51,10 @@ def read_state(data_dir: Path) -> BrokerState | None:
             bootstrap=str(raw["bootstrap"]),
             version=str(raw.get("version", "")),
         )
+        if raw.get("security") is not None:
+            state["security"] = str(raw["security"])
+        if raw.get("client_config") is not None:
+            state["client_config"] = str(raw["client_config"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     with contextlib.suppress(OSError):  # no procfs: trust the pid alone
@@ -50,3 +62,16 @@ def read_state(data_dir: Path) -> BrokerState | None:
         if b"kafka.Kafka" not in cmdline:
             return None
     return state if pid_alive(state["pid"]) else None
+
+
+def recorded_client_settings(data_dir: Path) -> dict[str, Any]:
+    """The `[kafka]` table of the running local broker's `client.toml`, if it is
+    secured (empty for a plaintext one, none running, or an unreadable file)."""
+    state = read_state(data_dir)
+    if state is None or "client_config" not in state:
+        return {}
+    try:
+        table = tomllib.loads(Path(state["client_config"]).read_text()).get("kafka")
+    except (OSError, ValueError):
+        return {}
+    return dict(table) if isinstance(table, dict) else {}

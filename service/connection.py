@@ -8,14 +8,26 @@ sees `MASK` where a secret is.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 
-from service.broker_state import DEFAULT_DATA_DIR, read_state
+from service.broker_state import (
+    DEFAULT_DATA_DIR,
+    read_state,
+    recorded_client_settings,
+)
 
 LibrdkafkaValue = str | int | float | bool
 """A librdkafka setting's value as the client takes it."""
@@ -40,7 +52,9 @@ _TYPED_KEYS: Final[dict[str, str]] = {
     "sasl.password": "sasl_password",
     "ssl.ca.location": "ssl_ca_location",
 }
-"""librdkafka keys owned by a typed field: `extra` may not set them."""
+"""librdkafka keys owned by a typed field: `extra` may not set them. (The client
+certificate's fields came later: `extra` may still set those keys, and a typed
+field, when set, wins.)"""
 
 _SECRET_KEY: Final = re.compile(r"password|secret|\.pem$|jaas|token|credentials")
 """librdkafka keys whose values are masked in logs, errors and `--print-config`."""
@@ -110,6 +124,9 @@ class KafkaConnection(BaseModel):
 
     `extra` passes raw librdkafka settings through; settings that load code or run
     commands are refused, and so are the keys of the typed fields (set those by name).
+    With no `bootstrap_servers` given, the broker `codec-kafka start` left running is
+    used, and if it is secured, the settings of its `client.toml` fill in what is not
+    given (security protocol, CA, SASL user and password, client keystore).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -125,7 +142,27 @@ class KafkaConnection(BaseModel):
     sasl_username: str | None = None
     sasl_password: SecretStr | None = None
     ssl_ca_location: str | None = None
+    ssl_certificate_location: str | None = None
+    """The client certificate, PEM (mutual TLS)."""
+    ssl_key_location: str | None = None
+    """The client certificate's private key, PEM (mutual TLS)."""
+    ssl_key_password: SecretStr | None = None
+    """The passphrase of `ssl_key_location`'s key, if it is encrypted."""
+    ssl_keystore_location: str | None = None
+    """The client key and certificate as a PKCS#12 file (mutual TLS)."""
+    ssl_keystore_password: SecretStr | None = None
+    """The password of `ssl_keystore_location`."""
     extra: dict[str, LibrdkafkaValue] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded(cls, data: Any) -> Any:
+        """With no address given, a secured local broker's client settings."""
+        if not isinstance(data, dict) or "bootstrap_servers" in data:
+            return data
+        recorded = recorded_client_settings(Path(DEFAULT_DATA_DIR))
+        recorded.pop("bootstrap_servers", None)  # the default factory reads it
+        return {**recorded, **data}
 
     @field_validator("extra")
     @classmethod
@@ -157,20 +194,43 @@ class KafkaConnection(BaseModel):
         conf: dict[str, Any] = dict(
             self.extra if plaintext_secrets else self.masked_extra()
         )
-        password = self.sasl_password
-        if password is not None:
-            conf["sasl.password"] = (
-                password.get_secret_value() if plaintext_secrets else MASK
-            )
+        secrets = {
+            "sasl.password": self.sasl_password,
+            "ssl.key.password": self.ssl_key_password,
+            "ssl.keystore.password": self.ssl_keystore_password,
+        }
+        for key, secret in secrets.items():
+            if secret is not None:
+                conf[key] = secret.get_secret_value() if plaintext_secrets else MASK
         typed = {
             "bootstrap.servers": self.bootstrap_servers,
             "security.protocol": self.security_protocol,
             "sasl.mechanism": self.sasl_mechanism,
             "sasl.username": self.sasl_username,
             "ssl.ca.location": self.ssl_ca_location,
+            "ssl.certificate.location": self.ssl_certificate_location,
+            "ssl.key.location": self.ssl_key_location,
+            "ssl.keystore.location": self.ssl_keystore_location,
         }
         conf.update({k: v for k, v in typed.items() if v is not None})
         return conf
+
+    def environment(self) -> dict[str, str]:
+        """The connection as `KAFKA_*` variables, secrets in plain text: how a tool
+        hands it to the tools it starts (an environment is private to the process
+        and its user; an argument list is not)."""
+        env: dict[str, str] = {}
+        for name, value in self:
+            if value is None or (name == "extra" and not value):
+                continue
+            key = "KAFKA_" + name.upper()
+            if isinstance(value, SecretStr):
+                env[key] = value.get_secret_value()
+            elif isinstance(value, dict):
+                env[key] = json.dumps(value)
+            else:
+                env[key] = str(value)
+        return env
 
     def masked(self) -> dict[str, Any]:
         """The section as JSON-ready data, every secret masked."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
@@ -17,11 +17,20 @@ from abrunner import process
 Record = dict[str, Any]
 
 
-def produce(bootstrap: str, topic: str, records: Iterable[Record]) -> int:
+def _cluster(bootstrap: str | Mapping[str, Any]) -> dict[str, Any]:
+    """librdkafka settings of a cluster given by address or by settings."""
+    if isinstance(bootstrap, str):
+        return {"bootstrap.servers": bootstrap}
+    return dict(bootstrap)
+
+
+def produce(
+    bootstrap: str | Mapping[str, Any], topic: str, records: Iterable[Record]
+) -> int:
     """Produce records (`value`, `key`, `headers`, `partition`); wait for all acks."""
     producer = Producer(
         {
-            "bootstrap.servers": bootstrap,
+            **_cluster(bootstrap),
             "linger.ms": 5,
             "message.max.bytes": 16_000_000,
         }
@@ -43,12 +52,12 @@ def produce(bootstrap: str, topic: str, records: Iterable[Record]) -> int:
 
 
 def consume_all(
-    bootstrap: str, topic: str, count: int, timeout: float = 60
+    bootstrap: str | Mapping[str, Any], topic: str, count: int, timeout: float = 60
 ) -> list[Any]:
     """Read `count` messages of `topic` from the beginning (fresh group)."""
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **_cluster(bootstrap),
             "group.id": f"reader-{uuid.uuid4().hex}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,

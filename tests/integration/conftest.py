@@ -136,3 +136,25 @@ def topic_factory(kafka_bootstrap: str) -> Iterator[TopicFactory]:
     for name in created:
         with contextlib.suppress(KafkaException, TimeoutError):
             delete_topic(kafka_bootstrap, name, timeout=15)
+
+
+def _secured(
+    mode: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalKafka]:
+    data_dir = tmp_path_factory.mktemp(f"kafka-{mode}")
+    with LocalKafka(data_dir, heap="384m", security=mode) as kafka:
+        yield kafka
+
+
+@pytest.fixture(scope="session")
+def sasl_ssl_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
+    """A local broker whose client listener is SASL_SSL (SCRAM-SHA-512, a throw-away
+    CA), started on first use, once per session; `.client_file` is its client.toml."""
+    yield from _secured("sasl_ssl", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def mtls_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
+    """A local broker whose client listener asks for client certificates (mutual
+    TLS), started on first use, once per session."""
+    yield from _secured("mtls", tmp_path_factory)

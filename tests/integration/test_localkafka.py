@@ -227,6 +227,7 @@ def test_cli_start_stop_round_trip(tmp_path: Path) -> None:
         if pid_alive(pid):  # never leak the JVM, even if 'stop' is broken
             stop_process_group(pid, timeout=5)
     assert stop.returncode == 0, stop.stderr
+    assert stop.stdout == f"stopped the broker at {bootstrap} (pid {pid}, {data})\n"
     assert not pid_alive(pid)
     assert not port_open(_port(bootstrap))
     assert not (data / STATE_FILE).exists()
@@ -264,13 +265,14 @@ def test_cli_foreground_stops_on_sigterm(tmp_path: Path) -> None:
 
 
 def test_cli_versions_and_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    labelled = f"codec-ab {__version__}, Kafka {kafka_version()}\n"
     assert main(["version"]) == 0
-    assert capsys.readouterr().out.strip() == kafka_version()
+    assert capsys.readouterr().out == labelled
     assert re.fullmatch(r"4\.1\.\d+", kafka_version())
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
     assert exit_info.value.code == 0
-    assert capsys.readouterr().out.strip() == __version__
+    assert capsys.readouterr().out == labelled  # the same line, not another number
     done = _cli("--help", timeout=30)  # the module entry shows the script's name
     assert done.returncode == 0 and done.stdout.startswith("usage: codec-kafka ")
 
@@ -303,6 +305,14 @@ class TestTopicsCli:
         assert configs["cleanup.policy"] == "compact"
         assert main([*create[:3], "--partitions", "3", *server]) == 0  # kept: fine
         assert capsys.readouterr().out == f"exists {names[0]}\n"
+        again = [*create[:3], "--partitions", "3", "--config", "retention.ms=120000"]
+        assert main([*again, *server]) == 0  # an existing topic gets --config
+        assert (
+            capsys.readouterr().out == f"exists {names[0]}: set retention.ms=120000\n"
+        )
+        configs = _topic_configs(kafka_bootstrap, names[0])
+        assert configs["retention.ms"] == "120000"
+        assert configs["cleanup.policy"] == "compact"  # the others are kept
         assert main(["topics", "list", *server]) == 0
         listed = capsys.readouterr().out.splitlines()
         assert set(names) <= set(listed) and listed == sorted(listed)

@@ -65,7 +65,7 @@ class TestInterrupt:
         calls: list[tuple[str, str]] = []
 
         def run_case(bootstrap: str, case: Case, plan: Plan, note: Any) -> CaseResult:
-            calls.append((bootstrap, case.codec))
+            calls.append((runner.Broker.of(bootstrap).address, case.codec))
             if len(calls) == 2:
                 raise KeyboardInterrupt
             return finished(bootstrap, case, plan, note)

@@ -24,6 +24,7 @@ class FakeKafka:
 
     interrupt_in: ClassVar[str] = ""
     made: ClassVar[list[FakeKafka]] = []
+    client_file: Path | None = None  # a plaintext listener writes none
 
     def __init__(self, data_dir: Path, port: int, **kwargs: object) -> None:
         self.data_dir = data_dir

@@ -1,0 +1,241 @@
+"""Every tool over a secured broker: SASL_SSL (SCRAM-SHA-512) and mutual TLS.
+
+The brokers are the local broker started with `--security sasl_ssl` and `mtls`
+(conftest: once per session, on first use); each tool is given the client settings
+the broker wrote with `--config <data-dir>/client.toml`, as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+import abrunner.cli
+from abrunner.report import read
+from localkafka import LocalKafka
+from tests.support import WorkerProcess, consume_all, produce
+
+REPO = Path(__file__).resolve().parents[2]
+MODES = ("sasl_ssl", "mtls")
+
+
+@pytest.fixture(params=MODES)
+def secured(request: pytest.FixtureRequest) -> LocalKafka:
+    """The SASL_SSL broker, then the mTLS one."""
+    kafka = request.getfixturevalue(f"{request.param}_kafka")
+    assert isinstance(kafka, LocalKafka)
+    return kafka
+
+
+def _client_file(kafka: LocalKafka) -> str:
+    assert kafka.client_file is not None
+    return str(kafka.client_file)
+
+
+def tool(
+    module: str, *args: str, timeout: float = 90, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m module args` to its end (no KAFKA_* of the caller's)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env={**clean, **(env or {})},
+        check=False,
+    )
+
+
+def _wait_lag_zero(worker: WorkerProcess, timeout: float = 30) -> list[float]:
+    deadline = time.monotonic() + timeout
+    while True:
+        metrics = worker.metrics()
+        lag = [v for k, v in metrics.items() if k.startswith("worker_consumer_lag")]
+        if (lag and max(lag) == 0) or time.monotonic() > deadline:
+            return lag
+        time.sleep(0.5)
+
+
+def test_client_file_is_private_and_names_the_listener(secured: LocalKafka) -> None:
+    path = secured.client_file
+    assert path is not None and path.stat().st_mode & 0o777 == 0o600
+    text = path.read_text()
+    assert f'bootstrap_servers = "{secured.bootstrap_servers}"' in text
+    if secured.security == "sasl_ssl":
+        assert 'security_protocol = "SASL_SSL"' in text
+        assert 'sasl_mechanism = "SCRAM-SHA-512"' in text
+    else:
+        assert 'security_protocol = "SSL"' in text and "ssl_keystore_location" in text
+
+
+def test_worker_and_loadgen_over_a_secured_broker(
+    secured: LocalKafka, tmp_path: Path
+) -> None:
+    """Produce (creating the topic), then a worker with DLQ, output and shadow
+    topics it creates itself, then record and replay: every message arrives."""
+    config = ["--config", _client_file(secured)]
+    topic = f"sec-{uuid.uuid4().hex[:10]}"
+    sent = tool(
+        "loadgen",
+        *config,
+        *("--topic", topic, "--create-topics", "--partitions", "2"),
+        *("--codec", "msgspec-json", "--count", "400", "--rate", "0", "--json"),
+    )
+    assert sent.returncode == 0, sent.stderr[-2000:]
+    assert json.loads(sent.stdout)["acked"] == 400
+    conf = secured.client_conf()
+    poison = [{"key": b"p", "value": b"not json {"} for _ in range(3)]
+    produce(conf, topic, poison)
+    log = tmp_path / "worker.log"
+    worker = WorkerProcess(
+        secured.bootstrap_servers,
+        topic,
+        *config,
+        *("--codec", "msgspec-json", "--create-topics"),
+        *("--output-topic", f"{topic}.out", "--shadow-codec", "json+pydantic"),
+        log=log,
+    )
+    with worker:
+        worker.wait_ready(60)
+        assert worker.wait_for(400, timeout=60) == 400, log.read_text()[-2000:]
+        assert worker.wait_for(3, outcome="decode_error", timeout=30) == 3
+        lag = _wait_lag_zero(worker)
+    assert lag == [0.0, 0.0], lag  # the lag queries answered over this listener
+    assert len(consume_all(conf, f"{topic}.dlq", 3, timeout=30)) == 3
+    assert len(consume_all(conf, f"{topic}.out", 400, timeout=30)) == 400
+    recording = tmp_path / "traffic.rec.gz"
+    recorded = tool(
+        "loadgen",
+        *("record", *config, "--topic", topic, "--out", str(recording)),
+        *("--max", "403", "--timeout", "5"),
+    )
+    assert recorded.returncode == 0, recorded.stderr[-2000:]
+    replayed_topic = f"{topic}-replayed"
+    replayed = tool(
+        "loadgen",
+        *config,
+        *("--topic", replayed_topic, "--create-topics", "--partitions", "2"),
+        *("--replay", str(recording), "--rate", "0", "--json"),
+    )
+    assert replayed.returncode == 0, replayed.stderr[-2000:]
+    assert json.loads(replayed.stdout)["acked"] == 403
+    assert len(consume_all(conf, replayed_topic, 403, timeout=30)) == 403
+
+
+def test_tools_use_the_recorded_client_settings(
+    sasl_ssl_kafka: LocalKafka, tmp_path: Path
+) -> None:
+    """With no address given, a tool takes the broker `codec-kafka start` recorded
+    in `.local-kafka/` and, as it is secured, the client settings it recorded."""
+    assert sasl_ssl_kafka.pid is not None
+    state = {
+        "pid": sasl_ssl_kafka.pid,
+        "bootstrap": sasl_ssl_kafka.bootstrap_servers,
+        "version": "4.1",
+        "security": "sasl_ssl",
+        "client_config": _client_file(sasl_ssl_kafka),
+    }
+    (tmp_path / ".local-kafka").mkdir()
+    (tmp_path / ".local-kafka" / "broker.pid").write_text(json.dumps(state))
+    topic = f"rec-{uuid.uuid4().hex[:10]}"
+    root = {"PYTHONPATH": str(REPO)}
+
+    def here(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", module, *args],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            cwd=tmp_path,
+            env={k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
+            | root,
+            check=False,
+        )
+
+    made = here("localkafka", "topics", "create", topic, "--partitions", "2")
+    assert made.returncode == 0 and made.stdout == f"created {topic}\n", made.stderr
+    sent = here("loadgen", "--topic", topic, "--count", "50", "--rate", "0", "--json")
+    assert sent.returncode == 0, sent.stderr[-2000:]
+    assert json.loads(sent.stdout)["acked"] == 50
+    shown = here("service", "--print-config")
+    assert '"security_protocol": "SASL_SSL"' in shown.stdout, shown.stdout
+    assert sasl_ssl_kafka.client_settings["sasl_password"] not in shown.stdout
+
+
+def test_cli_start_security_records_it(tmp_path: Path) -> None:
+    """`codec-kafka start --security sasl_plaintext`: the state file records the
+    mode and client.toml, stderr names it, `topics` uses it, `stop` stops it."""
+    data = tmp_path / "k"
+    started = tool(
+        "localkafka",
+        *("start", "--data-dir", str(data), "--heap", "256m"),
+        *("--security", "sasl_plaintext"),
+    )
+    assert started.returncode == 0, started.stderr
+    state = json.loads((data / "broker.pid").read_text())
+    try:
+        client = data / "client.toml"
+        assert started.stdout.strip() == state["bootstrap"]
+        assert state["security"] == "sasl_plaintext"
+        assert state["client_config"] == str(client)
+        assert f"client settings: {client}" in started.stderr
+        assert client.stat().st_mode & 0o777 == 0o600
+        listed = tool("localkafka", "topics", "list", "--data-dir", str(data))
+        assert listed.returncode == 0, listed.stderr
+    finally:
+        stopped = tool("localkafka", "stop", "--data-dir", str(data))
+    assert stopped.returncode == 0 and stopped.stdout.startswith("stopped"), stopped
+
+
+def test_codec_ab_over_a_secured_broker(
+    secured: LocalKafka, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`codec-ab --config client.toml`: its own clients (topics, read-back) and
+    the worker and load generator it starts reach the broker; nothing is lost;
+    the secrets reach the children by environment, never by argument."""
+    started: list[list[str]] = []
+
+    class Recording(subprocess.Popen):  # type: ignore[type-arg]
+        def __init__(self, args: list[str], **kwargs: object) -> None:
+            started.append([str(a) for a in args])
+            super().__init__(args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(subprocess, "Popen", Recording)  # what abrunner starts
+    for key in [k for k in os.environ if k.startswith("KAFKA_")]:
+        monkeypatch.delenv(key)
+    out = tmp_path / "ab"
+    code = abrunner.cli.main(
+        [
+            *("--config", _client_file(secured), "--codecs", "msgspec-msgpack"),
+            *("--rate", "500", "--duration", "3", "--warmup", "1"),
+            *("--profile", "small", "--partitions", "2", "--no-bench"),
+            *("--out", str(out)),
+        ]
+    )
+    report = read(out / "report.json")
+    assert code == 0, report.results
+    (result,) = report.results
+    assert result.error is None and result.lost == 0 and result.seq_missing == 0
+    assert result.acked == result.sent and (result.sent or 0) > 0
+    assert result.offsets_committed_to_end
+    assert {cmd[2] for cmd in started if cmd[1:2] == ["-m"]} >= {"service", "loadgen"}
+    secrets = [
+        v
+        for k, v in secured.client_settings.items()
+        if k in ("sasl_password", "ssl_keystore_password")
+    ]
+    assert secrets
+    written = [p.read_text(errors="replace") for p in out.rglob("*") if p.is_file()
+               and p.suffix in (".json", ".md", ".log")]  # fmt: skip
+    for secret in secrets:
+        assert not any(secret in " ".join(cmd) for cmd in started)
+        assert not any(secret in text for text in written)
