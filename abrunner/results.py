@@ -328,8 +328,10 @@ class Staging(msgspec.Struct, kw_only=True):
         warnings: why the sides may not be comparable.
         notes: what the data shows that supports the comparison.
         same_messages: both sides read the same topics and handled the same
-            number of messages of the same size (within 1 %).
+            number of messages of the same size (within 2 %).
         refused: why there are no intervals (too few slices), else None.
+        dashboard: side -> figure -> the Verdict row's recording rule at the
+            window's end (its last minute), where the rules exist.
         slice_results: each side's figures per slice (`repeat` = slice index).
     """
 
@@ -347,4 +349,5 @@ class Staging(msgspec.Struct, kw_only=True):
     notes: list[str] = msgspec.field(default_factory=list)
     same_messages: bool = False
     refused: str | None = None
+    dashboard: dict[str, dict[str, float]] = msgspec.field(default_factory=dict)
     slice_results: list[CaseResult] = msgspec.field(default_factory=list)

@@ -63,6 +63,16 @@ TOPICS: Final = (
     "count by (topic, partition) (count_over_time(worker_consumer_lag_messages{S}[W]))"
 )
 INSTANCES: Final = "count by (job, instance) (count_over_time(worker_info{S}[W]))"
+RULES: Final = {
+    "cpu_us_per_msg": ("side:worker_cpu_seconds_per_message:rate1m", 1e6),
+    "e2e_p99_ms": ("side:worker_e2e_latency_seconds:p99_rate1m", 1e3),
+}
+"""The recorded series of the dashboard's Verdict row (figure -> rule, scale to the
+report's unit), read at the window's end for a selector on `side` alone."""
+
+
+MAX_POINTS: Final = 10_000
+"""Points per series of one range query (Prometheus refuses more than 11,000)."""
 
 
 class StagingError(Exception):
@@ -125,6 +135,10 @@ class Side:
         series: figure -> per-slice values (`EXPRESSIONS` keys).
         histograms: `e2e`/`decode` -> per slice, cumulative `le` -> increase.
         starts: per slice, processes started in it (restarts, new pods).
+        totals: `messages` and `bytes` over the whole window (one increase, not
+            a sum of the slices' extrapolated ones).
+        dashboard: `RULES` figures at the window's end, where the rules exist
+            and the selector picks one of their series.
     """
 
     name: str
@@ -138,6 +152,8 @@ class Side:
     series: dict[str, list[float | None]] = field(default_factory=dict)
     histograms: dict[str, list[dict[float, float]]] = field(default_factory=dict)
     starts: list[int] = field(default_factory=list)
+    totals: dict[str, float] = field(default_factory=dict)
+    dashboard: dict[str, float] = field(default_factory=dict)
 
     def has_data(self, i: int) -> bool:
         """Slice `i` has a message count (the figures' denominator)."""
@@ -180,6 +196,8 @@ def read_side(client: Client, name: str, selector: str, window: Window) -> Side:
         seen = client.query(render(INSTANCES, selector, span), window.end)
         side.instances = frozenset((lb["job"], lb["instance"]) for lb, _ in seen)
         _read_slices(client, side, window)
+    except BadQuery as exc:
+        raise StagingError(f"{flag}: Prometheus refused a query: {exc}", 2) from None
     except PrometheusError as exc:
         raise StagingError(f"Prometheus unreachable: {exc}", 1) from None
     if not any(side.has_data(i) for i in range(window.count)):
@@ -236,13 +254,21 @@ def _read_slices(client: Client, side: Side, window: Window) -> None:
                     buckets[i][le] = value
         side.histograms[key] = buckets
     side.starts = _starts(client, side.selector, window)
+    span = window.count * window.slice_s
+    for key in ("messages", "bytes"):
+        found = client.query(render(EXPRESSIONS[key], side.selector, span), ends[-1])
+        side.totals[key] = found[0][1] if found else 0.0
+    for figure, (record, scale) in RULES.items():
+        found = client.query(record + "{" + side.selector + "}", ends[-1])
+        if len(found) == 1:
+            side.dashboard[figure] = found[0][1] * scale
 
 
 def _starts(client: Client, selector: str, window: Window) -> list[int]:
     """Per slice, the processes whose start time lies in it (a restart on the same
     target, or a new one). Sampled at a fifth of a slice (at least 1 s), so a
     process that lived shorter than that may be missed."""
-    step = max(1.0, window.slice_s / 5)
+    step = max(1.0, window.slice_s / 5, (window.end - window.start) / MAX_POINTS)
     found = [0] * window.count
     counted: set[tuple[str, str, float]] = set()
     for labels, points in client.query_range(

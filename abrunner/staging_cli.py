@@ -33,7 +33,7 @@ from abrunner.charts import CHARTS, charts
 from abrunner.config import TOOL, AbSettings
 from abrunner.prometheus import Client
 from abrunner.results import Report, Staging
-from abrunner.staging import StagingError, Window, overlap, read_side
+from abrunner.staging import MAX_POINTS, StagingError, Window, overlap, read_side
 from service.flags import Flag, add_flags
 
 PROG: Final = "codec-ab staging"
@@ -41,10 +41,20 @@ _FLAGS: Final = (
     Flag("--prometheus", ("prometheus_url",), "the Prometheus server's URL"),
     Flag("--a", ("side_a",), "PromQL label matchers of side A (the baseline)"),
     Flag("--b", ("side_b",), "PromQL label matchers of side B"),
-    Flag("--window", ("window",), "the span read, ending at --end: 90s, 5m, 2h"),
+    Flag(
+        "--window",
+        ("window",),
+        "the span read, ending at --end: 90s, 5m, 2h",
+        default="1h",
+    ),
     Flag("--start", ("start",), "window start: unix seconds or RFC 3339"),
     Flag("--end", ("end",), "window end: unix seconds or RFC 3339", default="now"),
-    Flag("--slice", ("slice",), "slice length: 5m, 30s (>= 4 scrape intervals)"),
+    Flag(
+        "--slice",
+        ("slice",),
+        "slice length: 5m, 30s (>= 4 scrape intervals)",
+        default="5m",
+    ),
     Flag("--out", ("out",), "report directory", Path),
     Flag(
         "--max-difference",
@@ -101,6 +111,12 @@ def window_of(settings: AbSettings, now: float) -> Window:
     if start >= end:
         raise StagingError(f"--start/--end: the window is empty ({start} >= {end})", 2)
     window = Window(start, end, settings.slice)
+    if window.count > MAX_POINTS:
+        raise StagingError(
+            f"--slice {settings.slice:g}s cuts the window into {window.count} slices; "
+            f"at most {MAX_POINTS}: choose longer slices",
+            2,
+        )
     if window.count < 1:
         raise StagingError(
             f"--slice {settings.slice:g}s is longer than the window ({end - start:g}s)",

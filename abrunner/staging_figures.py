@@ -63,28 +63,26 @@ def figures(
     s = side.series
     seconds = len(picked) * slice_s
     msgs = summed(s["messages"], picked) or 0.0
-    cpu = summed(s["cpu_seconds"], picked)
     result = CaseResult(codec=key(side), profile=profile, repeat=repeat, mode="rate")
     result.throughput = msgs / seconds
     result.processed = round(msgs)
-    if cpu is not None:
-        result.cpu_pct = 100 * cpu / seconds
-        result.cpu_us_per_msg = 1e6 * cpu / msgs if msgs > 0 else None
+    if (cpu := _pair(s, "cpu_seconds", "messages", picked)) is not None:
+        result.cpu_pct = 100 * cpu[0] / (cpu[2] * slice_s)
+        result.cpu_us_per_msg = 1e6 * cpu[0] / cpu[1] if cpu[1] > 0 else None
     e2e = merged(side.histograms["e2e"], picked)
     for field, q in (("e2e_p50_ms", 0.5), ("e2e_p99_ms", 0.99), ("e2e_p999_ms", 0.999)):
         value = _quantile(e2e, q)
         setattr(result, field, None if value is None else 1e3 * value)
     median = _quantile(merged(side.histograms["decode"], picked), 0.5)
     result.decode_p50_us = None if median is None else 1e6 * median
-    decoded = summed(s["decode_count"], picked)
-    if decoded:
-        result.decode_us = 1e6 * (summed(s["decode_sum"], picked) or 0.0) / decoded
-    if (gc := summed(s["gc_seconds"], picked)) is not None:
-        result.gc_ms_per_s = 1e3 * gc / seconds
-    if (collections := summed(s["gc_collections"], picked)) is not None and msgs > 0:
-        result.gc_per_1k_msgs = 1e3 * collections / msgs
-    if (sent := summed(s["bytes"], picked)) is not None and msgs > 0:
-        result.wire_bytes = sent / msgs
+    if (decode := _pair(s, "decode_sum", "decode_count", picked)) and decode[1] > 0:
+        result.decode_us = 1e6 * decode[0] / decode[1]
+    if (gc := _pair(s, "gc_seconds", "messages", picked)) is not None:
+        result.gc_ms_per_s = 1e3 * gc[0] / (gc[2] * slice_s)
+    if (runs := _pair(s, "gc_collections", "messages", picked)) and runs[1] > 0:
+        result.gc_per_1k_msgs = 1e3 * runs[0] / runs[1]
+    if (sent := _pair(s, "bytes", "messages", picked)) and sent[1] > 0:
+        result.wire_bytes = sent[0] / sent[1]
     rss = [v for i in picked if (v := s["rss_bytes"][i]) is not None]
     if rss:
         result.rss_steady_mb = statistics.median(rss) / 2**20
@@ -93,8 +91,20 @@ def figures(
     if lags:
         result.lag_end, result.lag_max = lags[-1], max(lags)
         result.kept_up = lags[-1] <= LAG_S * max(result.throughput, 1.0)
-    result.dead_lettered = round(summed(s["dead_letters"], picked) or 0.0)
+    dead = [v for i in picked if (v := s["dead_letters"][i]) is not None]
+    result.dead_lettered = round(math.fsum(dead))
     return result
+
+
+def _pair(
+    s: dict[str, list[float | None]], top: str, bottom: str, picked: list[int]
+) -> tuple[float, float, int] | None:
+    """`top` and `bottom` summed over the slices of `picked` that have both (a
+    scrape missed under load leaves one series without a slice), and their count."""
+    both = [i for i in picked if s[top][i] is not None and s[bottom][i] is not None]
+    if not both:
+        return None
+    return summed(s[top], both) or 0.0, summed(s[bottom], both) or 0.0, len(both)
 
 
 def _quantile(cumulative: dict[float, float], q: float) -> float | None:

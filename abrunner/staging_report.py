@@ -20,11 +20,13 @@ from abrunner.decisions import DECIDED, add_cores
 from abrunner.plan import Plan, Profile
 from abrunner.report import aggregate, environment, markdown_table, table
 from abrunner.results import Report, Staging, StagingSide
-from abrunner.staging import Side, Window, summed
+from abrunner.staging import Side, Window
 from schemas.errors import ConfigError
 
-SAME_WITHIN: Final = 0.01
-"""Both sides saw the same messages when their counts and sizes agree this closely."""
+SAME_WITHIN: Final = 0.02
+"""Both sides saw the same messages when they read the same topics and their counts
+and sizes over the window agree this closely (two consumers of one topic differ by
+their lag at the window's edges)."""
 
 
 def _profile(schema: str) -> Profile:
@@ -106,6 +108,7 @@ def build(
         notes=notes,
         same_messages=same,
         refused=refused,
+        dashboard={s.name: s.dashboard for s in (a, b) if s.dashboard},
         slice_results=per_slice,
     )
     report = Report(
@@ -145,9 +148,8 @@ def comparability(
     warnings, notes = [], []
     totals = {}
     for side in (a, b):
-        msgs = summed(side.series["messages"], usable) or 0.0
-        sent = summed(side.series["bytes"], usable)
-        totals[side.name] = (msgs, None if sent is None or not msgs else sent / msgs)
+        msgs, sent = side.totals.get("messages", 0.0), side.totals.get("bytes")
+        totals[side.name] = (msgs, sent / msgs if sent and msgs else None)
         missing = [i for i in range(window.count) if not side.has_data(i)]
         if missing:
             warnings.append(
@@ -163,7 +165,7 @@ def comparability(
                 "resets, not as negative rates"
             )
         lags = [(i, v) for i in usable if (v := side.series["lag"][i]) is not None]
-        rate = msgs / max(len(usable) * window.slice_s, 1e-9)
+        rate = msgs / (window.count * window.slice_s)
         worst = max(lags, key=lambda p: p[1], default=None)
         if worst and worst[1] > sf.LAG_S * max(rate, 1.0):
             end = lags[-1][1]
@@ -178,7 +180,7 @@ def comparability(
     if rates > within:
         warnings.append(
             f"message rates differ by {100 * rates:.0f} % (A {ma:,.0f}, B {mb:,.0f} "
-            f"messages in the compared slices; threshold {100 * within:g} %): the "
+            f"messages in the window; threshold {100 * within:g} %): the "
             "sides did not see the same traffic"
         )
     sizes = _differ(ba, bb) if ba and bb else 0.0
@@ -275,7 +277,27 @@ def comparability_section(info: Staging) -> str:
     if not info.warnings:
         lines.append("- no comparability warning")
     lines += [f"- {n}" for n in info.notes]
+    if shown := dashboard_note(info):
+        lines.append(f"- {shown}")
     return "\n".join(lines)
+
+
+def dashboard_note(info: Staging) -> str | None:
+    """What the dashboard's Verdict row showed at the window's end, if it could be
+    read (the recording rules exist and the selectors name `side` alone)."""
+    a, b = info.dashboard.get("A", {}), info.dashboard.get("B", {})
+    parts = [
+        f"{DECIDED[figure]} A {a[figure]:.3g}, B {b[figure]:.3g} "
+        f"(B/A {_x(b[figure] / a[figure])})"
+        for figure in ("cpu_us_per_msg", "e2e_p99_ms")
+        if figure in a and figure in b and a[figure] > 0
+    ]
+    if not parts:
+        return None
+    return (
+        "The dashboard's Verdict row (recording rules `side:*`, the last minute "
+        f"before the window's end) showed {'; '.join(parts)}."
+    )
 
 
 def figures_table(report: Report) -> list[str]:

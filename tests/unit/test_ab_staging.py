@@ -87,6 +87,11 @@ class Fake:
                 return [_sample({"topic": "orders", "partition": "0"}, 1)]
             if query == render(INSTANCES, sel, span):
                 return [_sample({"job": "codec-worker", "instance": s.instance}, 1)]
+            total = sum(m for m in s.messages if m is not None)
+            if query == render(EXPRESSIONS["messages"], sel, span):
+                return [_sample({}, total)] if total else []
+            if query == render(EXPRESSIONS["bytes"], sel, span):
+                return [_sample({}, total * s.bytes_per_msg)] if total else []
         return []
 
     def ranged(self, query: str) -> list[dict[str, Any]]:
@@ -391,6 +396,23 @@ class TestErrors:
             == 2
         )
         assert "ab.window = '2x' (flag --window)" in err.getvalue()
+
+    @pytest.mark.parametrize(
+        ("flags", "words"),
+        [
+            (("--window", "1h", "--slice", "2h"), "is longer than the window"),
+            (("--window", "7d", "--slice", "10s"), "at most 10000"),
+            (("--start", "2000", "--end", "1000"), "the window is empty"),
+        ],
+    )
+    def test_bad_windows(
+        self, flags: tuple[str, ...], words: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        err = io.StringIO()
+        monkeypatch.setattr("sys.stderr", err)
+        argv = ["--prometheus", "http://127.0.0.1:1", *flags]
+        assert staging_cli.main(argv) == 2
+        assert words in err.getvalue() and len(err.getvalue().splitlines()) == 1
 
 
 class TestGate:
