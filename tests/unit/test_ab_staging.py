@@ -21,7 +21,13 @@ from typing import Any
 
 import pytest
 
-from abrunner import cli, compare, staging_cli, staging_figures as sf
+from abrunner import (
+    cli,
+    compare,
+    report as report_module,
+    staging_cli,
+    staging_figures as sf,
+)
 from abrunner.staging import (
     EXPRESSIONS,
     HISTOGRAMS,
@@ -262,6 +268,9 @@ class TestVerdicts:
         md = (tmp_path / "staging" / "report.md").read_text()
         assert "staging report" in md and "batch means" in md
         assert compare.load(tmp_path / "staging").staging is not None
+        before = (tmp_path / "staging" / "report.json").read_bytes()
+        assert report_module.main([str(tmp_path / "staging")]) == 2  # never redrawn
+        assert (tmp_path / "staging" / "report.json").read_bytes() == before
 
     def test_a_a_has_no_detectable_difference(
         self, prometheus: tuple[str, list[Fake]], tmp_path: Path
