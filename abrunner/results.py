@@ -293,6 +293,8 @@ class StagingSide(msgspec.Struct, kw_only=True):
         processes: the most worker processes seen at one slice's end.
         restarts: worker processes (re)started during the window.
         slices_without_data: slices with no message count for this side.
+        consumer_errors: Kafka consumer errors over the window
+            (`worker_consumer_errors_total`).
     """
 
     name: str
@@ -304,6 +306,7 @@ class StagingSide(msgspec.Struct, kw_only=True):
     processes: int
     restarts: int
     slices_without_data: int
+    consumer_errors: int = 0
 
 
 class Staging(msgspec.Struct, kw_only=True):

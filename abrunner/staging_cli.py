@@ -198,12 +198,13 @@ def markdown(report: Report) -> str:
         "summed CPU / summed messages); RSS is per process.",
         "",
         "| side | selector | codec | schema | worker processes | restarts | "
-        "slices without data | topics |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "slices without data | consumer errors | topics |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     lines += [
         f"| {s.name} | `{s.selector}` | {s.codec} | {s.schema} | {s.processes} | "
-        f"{s.restarts} | {s.slices_without_data} | {', '.join(s.topics) or '-'} |"
+        f"{s.restarts} | {s.slices_without_data} | {s.consumer_errors} | "
+        f"{', '.join(s.topics) or '-'} |"
         for s in info.sides
     ]
     lines += ["", sr.comparability_section(info), ""]

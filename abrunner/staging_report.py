@@ -137,7 +137,12 @@ def _side(side: Side, window: Window) -> StagingSide:
         processes=max(counts, default=0),
         restarts=sum(side.starts),
         slices_without_data=sum(not side.has_data(i) for i in range(window.count)),
+        consumer_errors=round(_total(side.series["consumer_errors"])),
     )
+
+
+def _total(values: list[float | None]) -> float:
+    return sum(v for v in values if v is not None)
 
 
 def comparability(
@@ -163,6 +168,11 @@ def comparability(
                 f"side {side.name} restarted: {started} worker process(es) started "
                 f"during the window (slice {at}); counters that reset were read as "
                 "resets, not as negative rates"
+            )
+        if (errors := round(_total(side.series["consumer_errors"]))) > 0:
+            warnings.append(
+                f"side {side.name} had {errors} Kafka consumer errors "
+                "(worker_consumer_errors_total): its figures may include retries"
             )
         lags = [(i, v) for i in usable if (v := side.series["lag"][i]) is not None]
         rate = msgs / (window.count * window.slice_s)

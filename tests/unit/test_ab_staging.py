@@ -56,6 +56,7 @@ class FakeSide:
     lag: float = 10.0
     starts: list[float] = field(default_factory=list)
     instance: str = "a:9100"
+    consumer_errors: float = 0.0
 
 
 def side(
@@ -143,6 +144,8 @@ class Fake:
             "lag": lambda i, m: s.lag,
             "processes": lambda i, m: 1,
         }
+        if key == "consumer_errors" and s.consumer_errors:
+            return [{"metric": {}, "values": values(lambda i, m: s.consumer_errors)}]
         if key not in fns:  # dead letters, consumer errors: never created
             return []
         return [{"metric": {}, "values": values(fns[key])}]
@@ -318,6 +321,7 @@ class TestWarnings:
         b.bytes_per_msg, b.lag = 500.0, 50_000.0
         b.messages[3] = b.messages[4] = None
         b.starts = [START + 5.5 * SLICE]
+        b.consumer_errors = 2.0
         holder.append(Fake({A: a, B: b}, 12))
         status, out, err, report = run(url, tmp_path, 12)
         assert status == 0, err
@@ -329,6 +333,7 @@ class TestWarnings:
             "side B restarted",
             "side B lagged",
             "fell behind",
+            "side B had 20 Kafka consumer errors",
         ):
             assert words in warned and words in out, words
         assert report["staging"]["usable"] == 10
