@@ -11,7 +11,8 @@ the new report against OLD as the lab run's `--compare` does.
 
 Exit status: 0 done (warnings do not fail it), 1 Prometheus unreachable or a
 regression against `--compare`, 2 bad input (flags, a selector that matches nothing,
-a window with no data, a side with two codecs, an unreadable OLD report).
+a window with no data, a side with two codecs, an unreadable OLD report), 130
+interrupted while reading.
 """
 
 from __future__ import annotations
@@ -148,6 +149,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StagingError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return exc.status
+    except KeyboardInterrupt:  # nothing written yet: nothing to keep
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
     paths = write(report, settings.out)
     print_report(report, sys.stdout)
     console = Console(stderr=True)
