@@ -208,13 +208,21 @@ class TestSides:
     """A/A, a side of two processes, a side restarted."""
 
     def test_a_a_has_no_detectable_difference(self, live: Live) -> None:
-        """B vs D, both msgspec-json: no detectable difference, same messages."""
+        """B vs D, both msgspec-json: an interval tight around 1, the same messages."""
         status, out, err, report = staging(
             live, "b-d", "--a", 'side="B"', "--b", 'side="D"'
         )
         assert status == 0, err
         cpu = ratio(report, "cpu_us_per_msg")
-        assert cpu["verdict"] == "no detectable difference", cpu
+        # Two identical processes on a shared 2-core machine can differ by a few per
+        # cent for reasons that are not the codec (which core runs them, beside the
+        # broker or not), and a long window makes the interval narrow enough to say
+        # so: the interval must sit tightly around 1, and any verdict other than no
+        # detectable difference must be for a difference of under 5 %.
+        assert 0.9 < cpu["low"] <= cpu["high"] < 1.1, cpu
+        assert (
+            cpu["verdict"] == "no detectable difference" or abs(cpu["ratio"] - 1) < 0.05
+        ), cpu
         assert report["staging"]["same_messages"] is True, report["staging"]
         assert "saw the same messages" in out and "A/A" in out
 
