@@ -199,7 +199,8 @@ def markdown(report: Report) -> str:
         f"{sr._time(info.start)} to {sr._time(info.end)}: {info.slices} slices of "
         f"{info.slice_s:g} s. Side A is the baseline: ratios in parentheses are B "
         "over A. Every figure sums a side's worker processes (CPU per message = "
-        "summed CPU / summed messages); RSS is per process.",
+        "summed CPU / summed messages); RSS is per process. Loss is not checked "
+        "here (the lab run reads its x-seq back); dead letters are counted.",
         "",
         "| side | selector | codec | schema | worker processes | restarts | "
         "slices without data | consumer errors | topics |",

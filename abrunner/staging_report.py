@@ -318,6 +318,10 @@ def figures_table(report: Report) -> list[str]:
     lines = []
     for profile, rows in report.summary.items():
         headers, body = table(rows, base, False, report.plan.repeat > 1)
+        # Loss is not measured here (no x-seq read-back as in the lab run): no column.
+        gone = headers.index("lost")
+        headers = headers[:gone] + headers[gone + 1 :]
+        body = [cells[:gone] + cells[gone + 1 :] for cells in body]
         lines += [f"## {report.plan.heading(profile)}", ""]
         lines += [*markdown_table(headers, body), ""]
     return lines

@@ -270,6 +270,7 @@ class TestVerdicts:
         assert "better" in out and "same messages" in out
         md = (tmp_path / "staging" / "report.md").read_text()
         assert "staging report" in md and "batch means" in md
+        assert "| lost |" not in md and "| DLQ |" in md  # loss is not measured here
         assert compare.load(tmp_path / "staging").staging is not None
         before = (tmp_path / "staging" / "report.json").read_bytes()
         assert report_module.main([str(tmp_path / "staging")]) == 2  # never redrawn
