@@ -198,7 +198,12 @@ def plan_from_settings(s: AbSettings) -> Plan:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the A/B; 0 when every case ran and lost nothing, 1 otherwise, 2 bad
-    flags, 130 interrupted."""
+    flags, 130 interrupted. `codec-ab staging ...` is `abrunner.staging_cli`."""
+    given = sys.argv[1:] if argv is None else list(argv)
+    if given[:1] == ["staging"]:
+        from abrunner import staging_cli
+
+        return staging_cli.main(given[1:])
     args = build_parser().parse_args(argv)
     settings = commands.settings_or_status(AbSettings, TOOL, args, _FLAGS)
     if isinstance(settings, int):

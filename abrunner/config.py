@@ -8,6 +8,8 @@ or as JSON/TOML arrays.
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
@@ -37,6 +39,45 @@ Gated = Annotated[
     BeforeValidator(_split),
 ]
 """The figures `codec-ab --compare` may gate on (`abrunner.decisions.DECIDED`)."""
+
+_UNITS: Final = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def _seconds(value: Any) -> Any:
+    """`90`, `90s`, `5m`, `2h`, `1h30m` (Prometheus durations) as seconds."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text)
+    parts = re.findall(r"(\d+)(ms|s|m|h|d|w)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError("expected a duration like 90s, 5m, 2h or 1h30m")
+    return float(sum(int(n) * _UNITS[u] for n, u in parts))
+
+
+def _moment(value: Any) -> Any:
+    """Unix seconds or an RFC 3339 time (`2026-11-25T18:00:00Z`) as unix seconds."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            "expected unix seconds or an RFC 3339 time like 2026-11-25T18:00:00Z"
+        ) from None
+    if moment.tzinfo is None:
+        raise ValueError("give the time zone, e.g. 2026-11-25T18:00:00Z")
+    return moment.timestamp()
+
+
+Seconds = Annotated[float, BeforeValidator(_seconds), Field(gt=0)]
+Moment = Annotated[float, BeforeValidator(_moment)]
 
 
 class AbSettings(BaseModel):
@@ -79,6 +120,15 @@ class AbSettings(BaseModel):
     target_rate: Annotated[float, Field(gt=0)] | None = None
     max_regression: Annotated[float, Field(ge=0)] = 0.10
     gate_figures: Annotated[Gated, Field(min_length=1)] = ("cpu_us_per_msg",)
+    # `codec-ab staging` (abrunner.staging_cli): two live sides from Prometheus.
+    prometheus_url: Annotated[str, Field(pattern=r"^https?://\S+$")] | None = None
+    side_a: Annotated[str, Field(min_length=1)] = 'side="A"'
+    side_b: Annotated[str, Field(min_length=1)] = 'side="B"'
+    window: Seconds = 3600.0
+    start: Moment | None = None
+    end: Moment | None = None
+    slice: Seconds = 300.0
+    max_difference: Annotated[float, Field(gt=0)] = 0.10
 
     @model_validator(mode="after")
     def _one_payload_source(self) -> AbSettings:

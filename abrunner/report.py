@@ -366,6 +366,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         reason = exc.strerror if isinstance(exc, OSError) else exc
         print(f"{parser.prog}: {path}: {reason}", file=sys.stderr)
         return 2
+    if report.staging is not None:  # its ratios are per block: decide() would drop them
+        print(
+            f"{parser.prog}: {path}: a staging report (codec-ab staging)",
+            file=sys.stderr,
+        )
+        return 2
     report.summary = aggregate(report.results, report.in_process)
     decisions.decide(report, report.target_rate or report.plan.rate)
     for written in write(report, args.dir):

@@ -283,6 +283,8 @@ class Report(msgspec.Struct, kw_only=True):
             for (`--target-rate`, default the run's `--rate`).
         ratios: with 3 repeats or more, each codec's figures over the
             baseline's with a 95 % interval and a verdict (`abrunner.decisions`).
+        staging: set in a staging report (`codec-ab staging`): two live sides
+            read from Prometheus instead of local runs.
     """
 
     plan: Plan
@@ -293,3 +295,80 @@ class Report(msgspec.Struct, kw_only=True):
     in_process: list[InProcess] = msgspec.field(default_factory=list)
     target_rate: float | None = None
     ratios: list[Ratio] = msgspec.field(default_factory=list)
+    staging: Staging | None = None
+
+
+class StagingSide(msgspec.Struct, kw_only=True):
+    """One live side of a staging report (`codec-ab staging`).
+
+    Attributes:
+        name: `A` or `B`; its rows are keyed `A: <codec>`.
+        selector: the PromQL label matchers that chose its workers.
+        codec: the codec its `worker_info` names.
+        schema: the schema its `worker_info` names.
+        version: the worker versions seen.
+        topics: the topics its workers read.
+        processes: the most worker processes seen at one slice's end.
+        restarts: worker processes (re)started during the window.
+        slices_without_data: slices with no message count for this side.
+        consumer_errors: Kafka consumer errors over the window
+            (`worker_consumer_errors_total`).
+    """
+
+    name: str
+    selector: str
+    codec: str
+    schema: str
+    version: str
+    topics: list[str]
+    processes: int
+    restarts: int
+    slices_without_data: int
+    consumer_errors: int = 0
+
+
+class Staging(msgspec.Struct, kw_only=True):
+    """What makes a report a staging report: where the figures came from and how
+    the window was cut (`abrunner.staging_report`).
+
+    In a staging report the plan's `duration` is the window, `warmup` the slice
+    length, `repeat` the number of blocks (the units the intervals are taken on),
+    `rate` side A's throughput; `results` hold one entry per side and block.
+
+    Attributes:
+        prometheus: the server read.
+        start: the window's start (unix seconds).
+        end: its end.
+        slice_s: the slice length in seconds.
+        slices: whole slices in the window.
+        usable: slices with data on both sides.
+        blocks: consecutive groups of usable slices the intervals are taken on.
+        per_block: usable slices per block.
+        dropped: earliest usable slices left out to make equal blocks.
+        sides: side A, then side B.
+        warnings: why the sides may not be comparable.
+        notes: what the data shows that supports the comparison.
+        same_messages: both sides read the same topics and handled the same
+            number of messages of the same size (within 2 %).
+        refused: why there are no intervals (too few slices), else None.
+        dashboard: side -> figure -> the Verdict row's recording rule at the
+            window's end (its last minute), where the rules exist.
+        slice_results: each side's figures per slice (`repeat` = slice index).
+    """
+
+    prometheus: str
+    start: float
+    end: float
+    slice_s: float
+    slices: int
+    usable: int
+    blocks: int
+    per_block: int
+    dropped: int
+    sides: list[StagingSide]
+    warnings: list[str] = msgspec.field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
+    same_messages: bool = False
+    refused: str | None = None
+    dashboard: dict[str, dict[str, float]] = msgspec.field(default_factory=dict)
+    slice_results: list[CaseResult] = msgspec.field(default_factory=list)

@@ -20,6 +20,7 @@ from tests.deploy.support import (
     panel_queries,
     panels,
     promql_metric_names,
+    recording_rules,
     run_tool,
     service_env,
     template_variables,
@@ -116,6 +117,7 @@ class TestGrafana:
     def test_queries_name_only_exported_metrics(self) -> None:
         """Dashboards select only metrics the worker or the load generator export."""
         known = worker_metric_names() | LOADGEN_METRIC_NAMES | PROMETHEUS_OWN_NAMES
+        known |= {r["record"] for r in recording_rules()}  # the Verdict row's
         for path, dash in dashboards():
             texts = list(panel_queries(dash)) + [
                 (v["name"], variable_query(v))
@@ -146,6 +148,26 @@ class TestGrafana:
         ):
             assert name in used, name
         assert {"codec", "instance"} <= {v["name"] for v in template_variables(dash)}
+
+    def test_verdict_row_is_built_on_the_recording_rules(self) -> None:
+        """The Verdict row shows B/A of CPU per message and p99 from the rules that
+        `codec-ab staging` reads beside its report."""
+        dash = json.loads((GRAFANA_DIR / "dashboards" / "codec-ab.json").read_text())
+        rows = [p for p in dash["panels"] if p["type"] == "row"]
+        assert rows[0]["title"].startswith("Verdict")
+        top = rows[1]["gridPos"]["y"]
+        shown = {
+            t["expr"]
+            for p in dash["panels"]
+            if p["type"] != "row" and p["gridPos"]["y"] < top
+            for t in p["targets"]
+        }
+        recorded = {r["record"] for r in recording_rules()}
+        assert {
+            "ab:worker_cpu_seconds_per_message:ratio_rate1m",
+            "ab:worker_e2e_latency_seconds_p99:ratio_rate1m",
+        } <= shown
+        assert shown <= recorded
 
     def test_summary_stats_are_one_value_per_codec(self) -> None:
         """Each summary stat aggregates to the codec alone: codecs sit side by side.

@@ -10,10 +10,12 @@ import pytest
 import yaml
 
 import service
+from abrunner.config import AbSettings
 from codec import get_codec
 from tests.deploy.support import (
     DOCKERFILE,
     K8S_DIR,
+    PROMETHEUS_CONFIG,
     check_settings_env,
     image_tag,
     kustomize_build,
@@ -162,6 +164,30 @@ class TestKubernetes:
             assert matched[0]["metadata"]["labels"][job_label] == "codec-worker"
             (endpoint,) = monitor["spec"]["endpoints"]
             assert endpoint["port"] == matched[0]["spec"]["ports"][0]["name"]
+
+    def test_monitors_label_each_side_as_the_compose_config_does(self) -> None:
+        """Side a's series get side="A", side b's side="B": the labels
+        deploy/prometheus/prometheus.yml gives compose's workers, and what
+        `codec-ab staging --a/--b` and the Verdict rules select by default."""
+        manifests = _built("overlays/staging-ab")
+        sides = {}
+        for monitor in _by_kind(manifests, "ServiceMonitor"):
+            (endpoint,) = monitor["spec"]["endpoints"]
+            (relabel,) = [
+                r for r in endpoint["relabelings"] if r["targetLabel"] == "side"
+            ]
+            assert "sourceLabels" not in relabel
+            assert relabel.get("action", "replace") == "replace"
+            pod_side = monitor["spec"]["selector"]["matchLabels"]["codec-ab/side"]
+            sides[pod_side] = relabel["replacement"]
+        assert sides == {"a": "A", "b": "B"}
+        compose = load_yaml(PROMETHEUS_CONFIG)
+        (job,) = [
+            j for j in compose["scrape_configs"] if j["job_name"] == "codec-worker"
+        ]
+        assert {c["labels"]["side"] for c in job["static_configs"]} == {"A", "B"}
+        defaults = AbSettings()
+        assert (defaults.side_a, defaults.side_b) == ('side="A"', 'side="B"')
 
     def test_ab_overlay_reads_one_topic_in_two_groups_with_one_wire_format(
         self,

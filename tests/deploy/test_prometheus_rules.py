@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from abrunner.staging import EXPRESSIONS, HISTOGRAMS
 from tests.deploy.support import (
     PROMETHEUS_CONFIG,
     PROMETHEUS_DIR,
@@ -73,6 +74,32 @@ class TestPrometheusConfig:
             "worker_gc_collections_total",
         ):
             assert name in used, name
+
+    def test_verdict_rules_are_the_staging_commands_expressions(self) -> None:
+        """The side: rules are `codec-ab staging`'s per-slice expressions with
+        `by (side)` and a 1m rate: the dashboard and the report cannot disagree."""
+        rules = {r["record"]: r["expr"] for r in recording_rules()}
+
+        def flat(text: str) -> str:
+            return re.sub(r"\s+", "", text)
+
+        for record, figure in (
+            ("side:worker_messages:rate1m", "messages"),
+            ("side:worker_cpu_usage:ratio_rate1m", "cpu_seconds"),
+        ):
+            command = (
+                EXPRESSIONS[figure]
+                .replace("{S}", "")
+                .replace("[W]", "[1m]")
+                .replace("increase(", "rate(")
+                .replace("sum(", "sum by (side) (", 1)
+            )
+            assert flat(rules[record]) == flat(command), record
+        p99 = HISTOGRAMS["e2e"].replace("{S}", "").replace("[W]", "[1m]")
+        p99 = p99.replace("increase(", "rate(").replace("by (le)", "by (side, le)")
+        assert flat(rules["side:worker_e2e_latency_seconds:p99_rate1m"]) == flat(
+            f"histogram_quantile(0.99, {p99})"
+        )
 
     def test_alerts_cover_the_failure_modes_and_are_documented(self) -> None:
         """Lag, dead letters, down and CPU alerts exist, each with severity and summary."""
