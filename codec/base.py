@@ -25,6 +25,11 @@ T = TypeVar("T")
 JSON: Final = "application/json"
 MSGPACK: Final = "application/vnd.msgpack"
 PROTOBUF: Final = "application/x-protobuf"
+FLATBUFFERS: Final = "application/x-flatbuffers"
+"""No media type is registered for FlatBuffers or Cap'n Proto: the de facto ones."""
+CAPNP: Final = "application/x-capnp"
+AVRO: Final = "application/avro"
+"""Avro binary, a bare record (no container file, no schema registry framing)."""
 
 _QUOTED: Final = re.compile(r"'[^']*'")
 """A single-quoted span of an error text: an input value, never shown."""
