@@ -39,8 +39,8 @@ S = TypeVar("S", bound=msgspec.Struct)
 
 MAX_SEGMENTS: Final = 512
 """More segments than this is refused (Cap'n Proto's own reader allows 512)."""
-TRAVERSAL_WORDS: Final = 8 * 1024 * 1024
-"""The reader's traversal limit (pycapnp's default: 64 MiB read per message)."""
+NESTING_LIMIT: Final = 64
+"""Nested structs and lists allowed (Cap'n Proto's default)."""
 
 _U32: Final = struct_module.Struct("<I").unpack_from
 _READER_NAMES: Final = frozenset(dir(capnp.lib.capnp._DynamicStructReader))
@@ -116,7 +116,12 @@ class CapnpCodec(Generic[S]):
         convert = msgspec.convert
 
         def decode_unchecked(data: bytes) -> S:
-            reader = from_segments(segments(data), TRAVERSAL_WORDS, 64)
+            # The traversal limit is the message's own size: each field is read
+            # once, so a valid message reads each word once, and a list of
+            # zero-sized elements (each counted as a word) cannot make a small
+            # message a long loop (the default, 8 Mi words, would allow 8 Mi items).
+            limit = (len(data) >> 3) + 8
+            reader = from_segments(segments(data), limit, NESTING_LIMIT)
             return convert(read(reader), struct)
 
         self.decode_unchecked = decode_unchecked

@@ -5,7 +5,9 @@ its Python accessors once into a cache directory (`codec.flatbuffers_gen`).
 `decode` verifies the whole buffer (`codec.flatbuffers_verify`: the Python runtime
 has none, and without it a hostile buffer fails only when a field is read, in the
 business logic), then returns a lazy view of the root table (`codec.views`): no
-field is read until the logic reads it. Verifying walks every offset, so a
+field is read until the logic reads it. Like protobuf, values are not validated
+against the schema's enums or bounds (an int enum field holds any int). Verifying
+walks every offset, so a
 verified decode costs work in proportion to the buffer, not zero: that is what a
 consumer of untrusted bytes must pay in Python, and it is what `decode` measures.
 """
@@ -75,9 +77,9 @@ class FlatbuffersCodec:
             raise as_encode_error(self.name, exc) from exc
 
     def to_builtins(self, obj: Any, /) -> dict[str, Any]:
-        out: dict[str, Any] = msgspec.to_builtins(
-            msgspec.convert(view_to_python(obj), self._struct)
-        )
+        # As protobuf's: the values as read, not validated against the Struct's
+        # enums and bounds (neither format checks them on the wire).
+        out: dict[str, Any] = msgspec.to_builtins(view_to_python(obj))
         return out
 
     def from_builtins(self, data: dict[str, Any], /) -> Any:

@@ -52,6 +52,7 @@ from tests.fuzz.inputs import (
     samples,
     targets,
     tokens,
+    wire_hostile,
 )
 
 ROOT: Final = Path(__file__).resolve().parents[2]
@@ -173,6 +174,7 @@ def seed(corpus: Path, key: CodecName) -> None:
         for i, s in enumerate(samples(key, profile, 4))
     }
     inputs |= {f"seed-{name}": v for name, v in HOSTILE_FIXED.items() if v}
+    inputs |= {f"seed-{name}": v for name, v in wire_hostile().items()}
     inputs |= {f"seed-{name}@64": v for name, v in hostile(64).items()}
     for name, data in inputs.items():
         (corpus / name).write_bytes(data)
