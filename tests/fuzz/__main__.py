@@ -52,8 +52,8 @@ from tests.fuzz.inputs import (
     samples,
     targets,
     tokens,
-    wire_hostile,
 )
+from tests.fuzz.wire_hostile import wire_hostile
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 ARTIFACTS: Final = ("crash-", "timeout-", "oom-", "leak-")
