@@ -17,7 +17,7 @@ from typing import Any, Final, Generic, TypeVar
 import fastavro
 import msgspec
 
-from codec.base import AVRO, as_encode_error, safe_decode
+from codec.base import AVRO, MalformedBuffer, as_encode_error, safe_decode
 from schemas.shape import MessageShape
 from schemas.to_avro import avro_schema
 
@@ -46,7 +46,7 @@ class AvroCodec(Generic[S]):
             stream = bytes_io(data)
             record = read(stream, parsed, None)
             if stream.tell() != len(data):
-                raise ValueError("trailing bytes after the Avro record")
+                raise MalformedBuffer("trailing bytes after the Avro record")
             return convert(record, struct, str_keys=True)
 
         self.decode_unchecked = decode_unchecked

@@ -28,7 +28,7 @@ from typing import Any, Final, Generic, TypeVar
 import capnp
 import msgspec
 
-from codec.base import CAPNP, as_encode_error, safe_decode
+from codec.base import CAPNP, MalformedBuffer, as_encode_error, safe_decode
 from codec.flatbuffers_gen import cache_root
 from codec.flatbuffers_plan import from_micros, to_micros
 from schemas.errors import ConfigError
@@ -51,19 +51,19 @@ def segments(data: bytes) -> list[memoryview]:
     """The segments of a standard unpacked message, as views of `data` (no copy).
 
     Raises:
-        ValueError: when the segment table does not describe `data` exactly.
+        MalformedBuffer: when the segment table does not describe `data` exactly.
     """
     if len(data) < 8:
-        raise ValueError("shorter than a segment table")
+        raise MalformedBuffer("shorter than a segment table")
     count = _U32(data, 0)[0] + 1
     if count > MAX_SEGMENTS:
-        raise ValueError("too many segments")
+        raise MalformedBuffer("too many segments")
     header = (4 + 4 * count + 7) // 8 * 8
     if len(data) < header:
-        raise ValueError("segment table longer than the message")
+        raise MalformedBuffer("segment table longer than the message")
     sizes = struct_module.unpack_from(f"<{count}I", data, 4)
     if header + 8 * sum(sizes) != len(data):
-        raise ValueError("segment sizes do not match the message length")
+        raise MalformedBuffer("segment sizes do not match the message length")
     view, out, at = memoryview(data), [], header
     for size in sizes:
         out.append(view[at : at + 8 * size])

@@ -151,7 +151,9 @@ def _fill(plan: TablePlan, slots: list[Slot], plans: dict[str, TablePlan]) -> No
         kind, size = kind_of(s.fb)
         table = plans.get(s.fb.strip("[]")) if kind in ("table", "vec_table") else None
         required = not s.nullable and kind != "scalar"
-        plan.fields.append(FieldPlan(s.slot, kind, required, size, table))
+        shape = s.shape.item if isinstance(s.shape, ListOf) else s.shape
+        dt = isinstance(shape, Scalar) and shape.kind == "datetime"
+        plan.fields.append(FieldPlan(s.slot, kind, required, size, table, dt))
 
 
 def reader(

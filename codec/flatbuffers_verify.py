@@ -19,6 +19,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from codec.base import MalformedBuffer
+
 MAX_DEPTH: Final = 64
 """Nested tables allowed (the C++ verifier's default)."""
 
@@ -29,9 +31,14 @@ Kind = Literal[
 _U32: Final = struct.Struct("<I").unpack_from
 _I32: Final = struct.Struct("<i").unpack_from
 _U16: Final = struct.Struct("<H").unpack_from
+_I64: Final = struct.Struct("<q").unpack_from
+_MIN_US: Final = -62_135_596_800_000_000
+"""0001-01-01T00:00:00Z in microseconds since the epoch (`datetime.min`)."""
+_MAX_US: Final = 253_402_300_799_999_999
+"""9999-12-31T23:59:59.999999Z (`datetime.max`)."""
 
 
-class VerifyError(ValueError):
+class VerifyError(MalformedBuffer):
     """The buffer breaks the schema's layout (the reason, never the bytes)."""
 
 
@@ -44,6 +51,8 @@ class FieldPlan:
     required: bool
     size: int = 4
     table: TablePlan | None = None
+    datetime: bool = False
+    """An int64 of microseconds since the epoch: it must fit Python's datetime."""
 
 
 @dataclass(slots=True)
@@ -110,6 +119,13 @@ def _table(state: _State, pos: int, plan: TablePlan, depth: int) -> None:
             raise VerifyError(f"{plan.name}: field {f.slot} outside its table")
         if f.kind != "scalar":
             _offset_field(state, pos + vo, f, depth)
+        elif f.datetime:
+            _in_range(_I64(buf, pos + vo)[0])
+
+
+def _in_range(micros: int) -> None:
+    if not _MIN_US <= micros <= _MAX_US:
+        raise VerifyError("a datetime out of range")
 
 
 def _target(state: _State, at: int) -> int:
@@ -146,7 +162,12 @@ def _offset_field(state: _State, at: int, f: FieldPlan, depth: int) -> None:
     elif kind == "bytes":
         _vector(state, at, 1)
     elif kind == "vec_scalar":
-        _vector(state, at, f.size)
+        start, length = _vector(state, at, f.size)
+        if f.datetime:
+            for (micros,) in struct.iter_unpack(
+                "<q", state.buf[start : start + 8 * length]
+            ):
+                _in_range(micros)
     elif kind == "table":
         _table(state, _target(state, at), _plan(f), depth + 1)
     else:
