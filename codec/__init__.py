@@ -45,6 +45,9 @@ from codec.pydantic_json import (
 )
 from schemas.errors import ConfigError
 from schemas.registry import SCHEMAS, SchemaForms, SchemaName
+from schemas.to_avro import avro_schema
+from schemas.to_capnp import capnp_form
+from schemas.to_flatbuffers import flatbuffers_form
 from schemas.wire_shape import shape_of
 
 __all__ = [
@@ -57,6 +60,7 @@ __all__ = [
     "JsonCodecName",
     "as_decode_error",
     "as_encode_error",
+    "check_form",
     "get_codec",
     "native_to_builtins",
 ]
@@ -105,6 +109,27 @@ REAL_CODECS: Final[tuple[CodecName, ...]] = tuple(
     name for name, factory in CODECS.items() if factory is not None
 )
 """Every codec with one wire format (what an A/B compares)."""
+
+
+_DERIVED_FORMS: Final[dict[str, Callable[[Any], object]]] = {
+    "flatbuffers": flatbuffers_form,
+    "capnp": capnp_form,
+    "avro": avro_schema,
+}
+
+
+def check_form(name: str, schema: SchemaName | SchemaForms) -> None:
+    """Refuse a schema codec `name`'s format cannot hold, before anything is built.
+
+    Cheap and in process (the form is derived, nothing generated), so settings
+    validation calls it: a refusal is a configuration error naming the field.
+
+    Raises:
+        ConfigError: "schema error: PATH: REASON" for that codec's format.
+    """
+    derive = _DERIVED_FORMS.get(name)
+    if derive is not None:
+        derive(shape_of(SCHEMAS[schema] if isinstance(schema, str) else schema))
 
 
 def get_codec(

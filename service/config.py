@@ -12,7 +12,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from codec import Codec, CodecName, JsonCodecName, get_codec
+from codec import Codec, CodecName, JsonCodecName, check_form, get_codec
 from schemas.errors import ConfigError
 from schemas.loader import UserSchema
 from schemas.registry import Schema, SchemaSpec, resolve
@@ -79,6 +79,16 @@ class CodecSettings(_Section):
         if value == "auto":
             raise ValueError("a shadow decodes with one codec: any key but auto")
         return value
+
+    @model_validator(mode="after")
+    def _format_holds_the_schema(self) -> CodecSettings:
+        for name in (self.name, self.shadow):
+            if name is not None:
+                try:
+                    check_form(name, self.forms)
+                except ConfigError as exc:
+                    raise ValueError(f"{name}: {exc}") from None
+        return self
 
     @property
     def forms(self) -> Schema | UserSchema:

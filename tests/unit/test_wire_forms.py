@@ -103,3 +103,35 @@ class TestSchemaTool:
         assert schema_main(["check", spec, "--count", "10", "--codecs", codecs]) == 0
         out = capsys.readouterr().out
         assert "all codecs agree" in out and "capnp" in out
+
+
+class TestSettingsRefuse:
+    """A worker or load generator whose codec cannot hold the schema: a config error."""
+
+    SPEC = "tests.fixtures.usermodels.wire_refused:Blobs"
+
+    def test_worker(self) -> None:
+        from pydantic import ValidationError
+
+        from service.config import CodecSettings
+
+        with pytest.raises(ValidationError, match=r"flatbuffers: .*Blobs\.chunks"):
+            CodecSettings.model_validate({"name": "flatbuffers", "schema": self.SPEC})
+        with pytest.raises(ValidationError, match=r"flatbuffers: .*Blobs\.chunks"):
+            CodecSettings.model_validate(
+                {"name": "capnp", "schema": self.SPEC, "shadow": "flatbuffers"}
+            )
+        CodecSettings.model_validate({"name": "capnp", "schema": self.SPEC})
+
+    def test_loadgen(self) -> None:
+        from pydantic import ValidationError
+
+        from loadgen.config import LoadgenSettings
+
+        with pytest.raises(ValidationError, match=r"flatbuffers: .*Blobs\.chunks"):
+            LoadgenSettings.model_validate(
+                {"topic": "t", "codec": "flatbuffers", "schema": self.SPEC}
+            )
+        LoadgenSettings.model_validate(
+            {"topic": "t", "codec": "avro", "schema": self.SPEC}
+        )
