@@ -22,7 +22,6 @@ import hashlib
 import struct as struct_module
 from collections.abc import Callable
 from operator import attrgetter
-from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
 
 import capnp
@@ -32,7 +31,15 @@ from codec.base import CAPNP, MalformedBuffer, as_encode_error, safe_decode
 from codec.flatbuffers_gen import cache_root
 from codec.flatbuffers_plan import from_micros, to_micros
 from schemas.errors import ConfigError
-from schemas.shape import Choice, FieldShape, ListOf, MapOf, MessageShape, TypeShape
+from schemas.shape import (
+    Choice,
+    FieldShape,
+    ListOf,
+    MapOf,
+    MessageShape,
+    TypeShape,
+    messages,
+)
 from schemas.to_capnp import CapnpForm, capnp_form, capnp_name
 
 S = TypeVar("S", bound=msgspec.Struct)
@@ -146,8 +153,6 @@ class CapnpCodec(Generic[S]):
 
 
 def _field_names(shape: MessageShape) -> list[tuple[int, list[str]]]:
-    from schemas.shape import messages
-
     return [(id(m), [capnp_name(f.name) for f in m.fields]) for m in messages(shape)]
 
 
@@ -248,6 +253,3 @@ def _plain(shape: TypeShape, value: Any) -> Any:
     if isinstance(shape, Choice):
         return getattr(value, "value", value)
     return value
-
-
-_ = Path

@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import msgspec
-
 from schemas.shape import FieldShape, MessageShape, messages
 
 Getter = Callable[[Any], Any]
@@ -71,8 +69,3 @@ def view_to_python(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: view_to_python(v) for k, v in obj.items()}
     return obj
-
-
-def view_to_struct(obj: LazyView, struct: type[msgspec.Struct]) -> msgspec.Struct:
-    """A view, fully read, as the schema's msgspec Struct."""
-    return msgspec.convert(view_to_python(obj), struct)

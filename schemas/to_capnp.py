@@ -28,7 +28,6 @@ from schemas.shape import (
     MapOf,
     MessageShape,
     Refusals,
-    Scalar,
     TypeShape,
     int_width,
     messages,
@@ -144,7 +143,3 @@ def _type(
     if shape.kind == "int":
         return _INTS[int_width(shape.constraints)]
     return _SCALARS[shape.kind]
-
-
-def _unused(_: Scalar) -> None:
-    """Keeps the import list honest for type checkers."""
