@@ -54,7 +54,7 @@ check: lint typecheck test-unit  ## Fast pre-commit checks
 
 AB_ARGS ?= --duration 20 --warmup 5
 
-ab: setup  ## The main job: codec A/B of all six codecs on a local Kafka (report in ab-results/)
+ab: setup  ## The main job: codec A/B of every wire codec on a local Kafka (report in ab-results/)
 	$(PY) -m abrunner --out ab-results $(AB_ARGS)
 
 sample-report: setup  ## Regenerate docs/sample-report/: the full default run (40k msg/s, 30 s)

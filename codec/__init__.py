@@ -8,16 +8,24 @@
 | `msgspec-json` | `msgspec.json.Decoder(Struct)` | JSON |
 | `msgspec-msgpack` | `msgspec.msgpack.Decoder(Struct)` | MessagePack |
 | `protobuf` | generated class `FromString` (upb) | protobuf |
+| `flatbuffers` | verify, then a lazy view over flatc's accessors | FlatBuffers |
+| `capnp` | pycapnp reader, traversed once, then a lazy view | Cap'n Proto |
+| `avro` | `fastavro.schemaless_reader`, converted to the Struct | Avro binary |
 | `auto` | chosen per message by the `content-type` header | any |
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, Final, Literal, get_args
 
 from codec.auto import AutoCodec
+from codec.avro_codec import AvroCodec
 from codec.base import (
+    AVRO,
+    CAPNP,
+    FLATBUFFERS,
     JSON,
     MSGPACK,
     PROTOBUF,
@@ -25,7 +33,9 @@ from codec.base import (
     as_decode_error,
     as_encode_error,
 )
+from codec.capnp_codec import CapnpCodec
 from codec.convert import native_to_builtins
+from codec.flatbuffers_codec import FlatbuffersCodec
 from codec.msgspec_codec import MsgspecJsonCodec, MsgspecMsgpackCodec
 from codec.protobuf_codec import ProtobufCodec
 from codec.pydantic_json import (
@@ -33,7 +43,12 @@ from codec.pydantic_json import (
     PydanticJsonCodec,
     StdlibJsonPydanticCodec,
 )
+from schemas.errors import ConfigError
 from schemas.registry import SCHEMAS, SchemaForms, SchemaName
+from schemas.to_avro import avro_schema
+from schemas.to_capnp import capnp_form
+from schemas.to_flatbuffers import flatbuffers_form
+from schemas.wire_shape import shape_of
 
 __all__ = [
     "CODECS",
@@ -45,6 +60,7 @@ __all__ = [
     "JsonCodecName",
     "as_decode_error",
     "as_encode_error",
+    "check_form",
     "get_codec",
     "native_to_builtins",
 ]
@@ -56,6 +72,9 @@ CodecName = Literal[
     "msgspec-json",
     "msgspec-msgpack",
     "protobuf",
+    "flatbuffers",
+    "capnp",
+    "avro",
     "auto",
 ]
 JsonCodecName = Literal[
@@ -72,14 +91,45 @@ CODECS: Final[dict[CodecName, _Factory | None]] = {
     "msgspec-json": lambda s: MsgspecJsonCodec(s.struct),
     "msgspec-msgpack": lambda s: MsgspecMsgpackCodec(s.struct),
     "protobuf": lambda s: ProtobufCodec(s.proto),
+    "flatbuffers": lambda s: FlatbuffersCodec(s.struct, shape_of(s)),
+    "capnp": lambda s: CapnpCodec(s.struct, shape_of(s)),
+    "avro": lambda s: AvroCodec(s.struct, shape_of(s)),
     "auto": None,  # built by get_codec: it needs the JSON and output codec choices
 }
 """Registry key -> factory taking a schema. A unit test keeps it equal to CodecName."""
+
+_OPTIONAL_AUTO: Final[dict[str, CodecName]] = {
+    FLATBUFFERS: "flatbuffers",
+    CAPNP: "capnp",
+    AVRO: "avro",
+}
+"""Formats `auto` reads when the schema has their form (a refusal leaves one out)."""
 
 REAL_CODECS: Final[tuple[CodecName, ...]] = tuple(
     name for name, factory in CODECS.items() if factory is not None
 )
 """Every codec with one wire format (what an A/B compares)."""
+
+
+_DERIVED_FORMS: Final[dict[str, Callable[[Any], object]]] = {
+    "flatbuffers": flatbuffers_form,
+    "capnp": capnp_form,
+    "avro": avro_schema,
+}
+
+
+def check_form(name: str, schema: SchemaName | SchemaForms) -> None:
+    """Refuse a schema codec `name`'s format cannot hold, before anything is built.
+
+    Cheap and in process (the form is derived, nothing generated), so settings
+    validation calls it: a refusal is a configuration error naming the field.
+
+    Raises:
+        ConfigError: "schema error: PATH: REASON" for that codec's format.
+    """
+    derive = _DERIVED_FORMS.get(name)
+    if derive is not None:
+        derive(shape_of(SCHEMAS[schema] if isinstance(schema, str) else schema))
 
 
 def get_codec(
@@ -109,5 +159,9 @@ def get_codec(
         MSGPACK: get_codec("msgspec-msgpack", bound),
         PROTOBUF: get_codec("protobuf", bound),
     }
+    for content_type, key in _OPTIONAL_AUTO.items():
+        # A schema the format cannot hold: that format's messages are refused.
+        with contextlib.suppress(ConfigError):
+            by_type[content_type] = get_codec(key, bound)
     output = get_codec(auto_output or auto_json, bound)
     return AutoCodec(by_type, output)

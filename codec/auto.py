@@ -11,6 +11,9 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from codec.base import (
+    AVRO,
+    CAPNP,
+    FLATBUFFERS,
     JSON,
     MSGPACK,
     PROTOBUF,
@@ -30,6 +33,13 @@ _ALIASES: Final[dict[str, str]] = {
     "application/x-protobuf": PROTOBUF,
     "application/protobuf": PROTOBUF,
     "application/vnd.google.protobuf": PROTOBUF,
+    "application/x-flatbuffers": FLATBUFFERS,
+    "application/flatbuffers": FLATBUFFERS,
+    "application/x-capnp": CAPNP,
+    "application/capnp": CAPNP,
+    "application/avro": AVRO,
+    "avro/binary": AVRO,
+    "application/vnd.apache.avro+binary": AVRO,
 }
 
 
@@ -38,7 +48,8 @@ class AutoCodec:
 
     Args:
         by_content_type: the codec for each canonical content type (JSON,
-            MessagePack, protobuf).
+            MessagePack, protobuf, and FlatBuffers, Cap'n Proto and Avro when the
+            schema has their forms).
         output: the codec `encode` writes with; objects of another codec's native
             type are converted first.
     """
@@ -54,6 +65,7 @@ class AutoCodec:
         self._exact: dict[bytes, Codec[Any]] = {
             alias.encode(): by_content_type[canonical]
             for alias, canonical in _ALIASES.items()
+            if canonical in by_content_type  # a format the schema cannot take: left out
         }
 
     def codec_for(self, content_type: bytes | None) -> Codec[Any]:

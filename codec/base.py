@@ -25,6 +25,11 @@ T = TypeVar("T")
 JSON: Final = "application/json"
 MSGPACK: Final = "application/vnd.msgpack"
 PROTOBUF: Final = "application/x-protobuf"
+FLATBUFFERS: Final = "application/x-flatbuffers"
+"""No media type is registered for FlatBuffers or Cap'n Proto: the de facto ones."""
+CAPNP: Final = "application/x-capnp"
+AVRO: Final = "application/avro"
+"""Avro binary, a bare record (no container file, no schema registry framing)."""
 
 _QUOTED: Final = re.compile(r"'[^']*'")
 """A single-quoted span of an error text: an input value, never shown."""
@@ -78,8 +83,15 @@ def _pydantic_detail(exc: pydantic.ValidationError) -> str:
     return f"{exc.error_count()} validation error(s): " + "; ".join(parts)
 
 
+class MalformedBuffer(ValueError):
+    """A codec's own check of a buffer failed; the text names the check (never
+    input bytes), so it is kept in the `DecodeError`."""
+
+
 def _detail(exc: BaseException) -> str:
     """A description of `exc` that never contains payload values."""
+    if isinstance(exc, MalformedBuffer):
+        return f"{type(exc).__name__}: {exc}"
     if isinstance(exc, pydantic.ValidationError):
         return _pydantic_detail(exc)
     if isinstance(exc, msgspec.MsgspecError | ProtobufDecodeError | RecursionError):

@@ -9,6 +9,7 @@ from google.protobuf.message import Message
 from pydantic import BaseModel
 
 from codec.protobuf_codec import message_to_builtins
+from codec.views import LazyView, view_to_python
 
 
 def native_to_builtins(obj: Any) -> dict[str, Any]:
@@ -20,4 +21,7 @@ def native_to_builtins(obj: Any) -> dict[str, Any]:
         return obj.model_dump(mode="json")  # bytes, datetimes, enums as JSON has them
     if isinstance(obj, Message):
         return message_to_builtins(obj)
+    if isinstance(obj, LazyView):  # a FlatBuffers view: read, then as msgspec has it
+        out = msgspec.to_builtins(view_to_python(obj))
+        return out
     raise TypeError(f"not a native message object: {type(obj).__name__}")

@@ -44,9 +44,12 @@ from codecbench.sampling import (
 )
 from loadgen.payloads import DEFAULT_LARGE_BYTES, make_payloads
 from schemas.errors import ConfigError
-from schemas.registry import SCHEMA_NAMES, SchemaName
+from schemas.registry import SCHEMA_NAMES, SCHEMAS, SchemaName
+from schemas.wire_shape import shape_of
 from service import __version__
+from service.fieldread import field_paths, read_named_fields
 from service.handlers import _LOGIC
+from service.reader import read_every_field
 
 Step = Callable[[Any, dict[int, float]], None]
 Progress = Callable[[str], None]
@@ -144,6 +147,11 @@ def measure_case(codec_name: CodecName, pool: Pool, method: Method) -> CaseResul
 
     read_alloc = traced(decode_read, first)
     read_sample = time_decode_read(decode, step, totals, cycle(wire))
+    read_all, read_fields = _reads(codec_name, pool.schema, method)
+    extra = [
+        _op_reading(decode, reader, first, wire, method)
+        for reader in (read_all, read_fields)
+    ]
     return CaseResult(
         codec=codec_name,
         profile=pool.schema,
@@ -152,7 +160,46 @@ def measure_case(codec_name: CodecName, pool: Pool, method: Method) -> CaseResul
         decode_read=_op(read_sample, method, read_alloc),
         encode=encode_op,
         malloc_held_bytes=malloc_held(decode, first),
+        read_all=extra[0],
+        read_fields=extra[1],
     )
+
+
+def _reads(codec: str, schema: SchemaName, method: Method) -> tuple[Step, Step]:
+    """The two reading steps: every field, and `method.read_fields` only.
+
+    Both count the values read into one key, the same one line for every codec,
+    so the loop around the read costs every codec the same.
+    """
+    shape = shape_of(SCHEMAS[schema])
+    every = read_every_field(shape)
+    named = read_named_fields(shape, field_paths(shape, method.read_fields))
+
+    def read_all(obj: Any, totals: dict[int, float]) -> None:
+        totals[0] = every(obj)
+
+    def read_fields(obj: Any, totals: dict[int, float]) -> None:
+        totals[0] = named(obj)
+
+    return read_all, read_fields
+
+
+def _op_reading(
+    decode: Callable[[bytes], Any],
+    step: Step,
+    first: list[bytes],
+    wire: list[bytes],
+    method: Method,
+) -> OpResult:
+    totals: dict[int, float] = {}
+
+    def decode_step(data: bytes) -> object:
+        obj = decode(data)
+        step(obj, totals)
+        return obj
+
+    alloc = traced(decode_step, first)
+    return _op(time_decode_read(decode, step, totals, cycle(wire)), method, alloc)
 
 
 def check_codecs(codecs: Sequence[str]) -> tuple[CodecName, ...]:
@@ -215,6 +262,7 @@ def run(
     seed: int = 0,
     large_bytes: int = DEFAULT_LARGE_BYTES,
     alloc_calls: int = DEFAULT_ALLOC_CALLS,
+    read_fields: str = "3",
     progress: Progress | None = None,
 ) -> BenchReport:
     """Measure every codec on every profile; the library entry point of `codec-bench`.
@@ -229,6 +277,8 @@ def run(
         seed: the payload generator's seed.
         large_bytes: JSON size of a `large` payload.
         alloc_calls: calls per allocation pass.
+        read_fields: what the `+k` column reads: dotted paths `a,b.c` (each
+            profile must have them), or a count k (the first k top-level fields).
         progress: called with `codec profile` before each case.
 
     Returns:
@@ -245,8 +295,14 @@ def run(
         seed=seed,
         large_bytes=large_bytes,
         alloc_calls=alloc_calls,
+        read_fields=read_fields,
     )
     names, schemas = check_codecs(codecs), check_profiles(profiles)
+    for schema in schemas:
+        try:
+            field_paths(shape_of(SCHEMAS[schema]), read_fields)
+        except ConfigError as exc:
+            raise ConfigError(f"--read-fields: {schema}: {exc}") from None
     overhead, _, _ = measure(
         time_empty(cycle([b""] * pool_size)),
         min_time_s=min_time_s,

@@ -66,6 +66,14 @@ _FLAGS: Final[list[tuple[str, Callable[[str], Any], Any, str, str]]] = [
         "messages per allocation pass (the pool's first N)",
     ),
     ("--seed", int, 0, "N", "payload generator seed"),
+    (
+        "--read-fields",
+        str,
+        "3",
+        "A,B.C|K",
+        "what the +k column reads after decode: dotted field paths (through a "
+        "list: every item), or a count K (the first K top-level fields)",
+    ),
 ]
 """(flag, parser, default, metavar, help) of every valued flag."""
 
@@ -79,8 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="codec-bench",
         description="In-process micro-benchmark of every codec on every payload "
-        "profile: CPU us per message for decode, decode+read (the schema's logic "
-        "reads every field) and encode, bytes allocated per message, and garbage "
+        "profile: CPU us per message for decode, decode+read (the schema's logic), "
+        "+all (every field read into Python values: like with like), +k (only "
+        "--read-fields read) and encode, bytes allocated per message, and garbage "
         "collections per 1,000 messages.",
     )
     for flag, kind, default, metavar, text in _FLAGS:
@@ -91,6 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
             metavar=metavar,
             help=f"{text} (default: {_shown(default)})",
         )
+    parser.add_argument(
+        "--read",
+        type=int,
+        metavar="K",
+        help="the same as --read-fields K (default: --read-fields)",
+    )
     parser.add_argument(
         "--json",
         action="store_true",
@@ -123,6 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
             large_bytes=args.large_bytes,
             alloc_calls=args.alloc_calls,
+            read_fields=str(args.read) if args.read is not None else args.read_fields,
             progress=_progress if sys.stderr.isatty() else None,
         )
     except ConfigError as exc:

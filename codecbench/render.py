@@ -9,9 +9,10 @@ as in `codec-ab`); bytes come from the allocation passes; GC is collections per
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final, TextIO
 
-from codecbench.results import BenchReport, CaseResult, GcRate, Spread
+from codecbench.results import BenchReport, CaseResult, GcRate, OpResult, Spread
 
 _BASELINE: Final = "json-stdlib+pydantic"
 
@@ -21,6 +22,8 @@ HEADERS: Final = (
     "wire B",
     "decode us",
     "decode+read us",
+    "+all us",
+    "+k us",
     "encode us",
     "speedup",
     "decode peak B",
@@ -33,6 +36,12 @@ HEADERS: Final = (
 """The Markdown columns; the terminal drops `profile` (a table per profile)."""
 
 _NOTES: Final = (
+    "decode us alone compares nothing across codecs: protobuf (upb) and flatbuffers "
+    "return lazy objects that convert a field when it is read, the others build "
+    "every value in decode. +all us (decode, then every field read into Python "
+    "values) is the column that compares like with like; +k us (decode, then only "
+    "the --read-fields fields) is the narrow consumer's figure, where a lazy format "
+    "can save; decode+read us runs the profile's stub logic. "
     "Times: median (min-max). speedup: the baseline's decode+read median over the "
     "row's. peak B: traced (tracemalloc) high-water of one call above its start. "
     "held B: traced bytes kept while the decoded object is alive. held malloc B: "
@@ -102,6 +111,8 @@ def _row(r: CaseResult, base_us: float, stacked: bool) -> tuple[str, ...]:
         _bytes(r.wire_bytes),
         us(r.decode.us),
         us(r.decode_read.us),
+        _opt(us, r.read_all),
+        _opt(us, r.read_fields),
         us(r.encode.us),
         f"{base_us / r.decode_read.us.median:.1f}x",
         size(r.decode.alloc.peak_bytes),
@@ -113,6 +124,10 @@ def _row(r: CaseResult, base_us: float, stacked: bool) -> tuple[str, ...]:
     )
 
 
+def _opt(us: Callable[[Spread], str], op: OpResult | None) -> str:
+    return "n/a" if op is None else us(op.us)
+
+
 def _caption(report: BenchReport) -> str:
     m, env = report.method, report.environment
     return (
@@ -121,7 +136,7 @@ def _caption(report: BenchReport) -> str:
         f"after {m.warmups} warm-up(s); pool of {m.pool_size} (seed {m.seed}, "
         f"large {m.large_bytes:,} B); {env.python}, protobuf {env.protobuf_backend}; "
         f"loop overhead {env.loop_overhead_us.median * 1e3:.0f} ns/msg, included; "
-        f"speedup baseline: {_baseline(report)}."
+        f"speedup baseline: {_baseline(report)}; +k reads {m.read_fields!r}."
     )
 
 
@@ -142,6 +157,8 @@ _TERMINAL_HEADERS: Final = (
     "wire\nB",
     "decode\nus",
     "+read\nus",
+    "+all\nus",
+    "+k\nus",
     "encode\nus",
     "speed\nup",
     "decode\npeak B",
@@ -151,7 +168,7 @@ _TERMINAL_HEADERS: Final = (
     "GC/1k\ndecode",
     "GC/1k\n+read",
 )
-"""`HEADERS` without `profile`, folded to fit 12 columns in ~120 characters."""
+"""`HEADERS` without `profile`, folded to fit 14 columns in ~130 characters."""
 
 
 def print_table(report: BenchReport, stream: TextIO) -> None:

@@ -101,6 +101,11 @@ class CaseResult(msgspec.Struct, frozen=True, kw_only=True):
             consumer would (`service.handlers`): the fair figure for protobuf, whose
             upb backend parses lazily.
         encode: `codec.encode` of the pool's native objects.
+        read_all: decode, then every field read into Python values
+            (`service.reader`): the column that compares like with like across
+            eager and lazy codecs (None in reports written before it existed).
+        read_fields: decode, then only the `--read-fields` fields read
+            (`service.fieldread`): what a lazy format can save a narrow consumer.
         malloc_held_bytes: C heap (glibc `mallinfo2`, in-use bytes) per decoded
             object while a batch of them is held, measured without tracemalloc:
             where upb's arenas show. It overlaps `decode.alloc` for Python objects
@@ -115,6 +120,8 @@ class CaseResult(msgspec.Struct, frozen=True, kw_only=True):
     decode_read: OpResult
     encode: OpResult
     malloc_held_bytes: float | None
+    read_all: OpResult | None = None
+    read_fields: OpResult | None = None
 
 
 class Method(msgspec.Struct, frozen=True, kw_only=True):
@@ -143,6 +150,8 @@ class Method(msgspec.Struct, frozen=True, kw_only=True):
     large_bytes: int
     alloc_calls: int
     clock: str = "time.thread_time_ns"
+    read_fields: str = "3"
+    """The fields the `+k` column reads: dotted paths, or a count k (the first k)."""
 
     def __post_init__(self) -> None:
         at_least_one = {

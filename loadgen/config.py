@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from codec import REAL_CODECS, CodecName, JsonCodecName
+from codec import REAL_CODECS, CodecName, JsonCodecName, check_form
 from loadgen.payloads import DEFAULT_LARGE_BYTES, entity_field
 from schemas.errors import ConfigError
 from schemas.loader import UserSchema
@@ -185,6 +185,12 @@ class LoadgenSettings(BaseModel):
         if self.speed is not None and "rate" in self.model_fields_set:
             raise ValueError("give a replay either speed (recorded pace) or rate")
         self._check_schema()
+        for name in (self.codec, self.transcode):
+            if name is not None:
+                try:
+                    check_form(name, self.forms)
+                except ConfigError as exc:
+                    raise ValueError(f"{name}: {exc}") from None
         return self
 
     def _check_schema(self) -> None:

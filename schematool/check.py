@@ -21,7 +21,7 @@ from schemas.compare import diff, read_native
 from schemas.errors import ConfigError
 from schemas.loader import UserSchema
 from schemas.synth import SynthOptions, make_payloads
-from schematool.codecs import WIRE_CODECS, user_codec
+from schematool.codecs import REFUSABLE, WIRE_CODECS, user_codec
 
 _REFERENCE: Final = {
     "pydantic": "json+pydantic",
@@ -59,6 +59,8 @@ class CheckReport:
     seed: int
     reference: str
     findings: dict[tuple[str, str], Finding] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+    """Codecs left out because their format cannot hold the schema: the reason."""
 
     @property
     def ok(self) -> bool:
@@ -93,12 +95,22 @@ def run_check(
     Raises:
         ConfigError: for an unknown codec name or an unsynthesizable field.
     """
-    built = {name: user_codec(name, schema) for name in codecs}
+    built, refused = {}, {}
+    for name in codecs:
+        try:
+            built[name] = user_codec(name, schema)
+        except ConfigError as exc:
+            # A format that cannot hold the schema is left out of the default run;
+            # a codec named on the command line must build.
+            if name not in REFUSABLE or tuple(codecs) != WIRE_CODECS:
+                raise
+            refused[name] = str(exc)
     if not built:
         raise ConfigError("--codecs: name at least one codec")
     preferred = _REFERENCE[schema.source]
     reference = preferred if preferred in built else next(iter(built))
     report = CheckReport(schema.name, tuple(built), count, seed, reference)
+    report.refused = refused
     payloads = make_payloads(schema.shape, count, seed=seed, options=options)
     for index, payload in enumerate(payloads):
         _check_payload(schema, built, payload, index, report)
@@ -187,6 +199,8 @@ def render(report: CheckReport) -> str:
         lines.append(
             f"  {codec:<{width}}  {'ok' if n == 0 else f'{n} disagreement(s)'}"
         )
+    for codec, reason in report.refused.items():
+        lines.append(f"  {codec:<{width}}  left out: {reason}")
     if report.ok:
         lines.append("all codecs agree")
         return "\n".join(lines)

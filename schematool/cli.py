@@ -26,9 +26,10 @@ from schematool.codecs import WIRE_CODECS
 from schematool.protosource import proto_source
 from schematool.pysource import msgspec_source, pydantic_source
 from schematool.show import render_show
+from schematool.wireforms import COMMENT, WIRE_FORMS, wire_form
 from service import __version__
 
-FORMS: Final = ("msgspec", "pydantic", "proto", "all")
+FORMS: Final = ("msgspec", "pydantic", "proto", *WIRE_FORMS, "all")
 _DEFAULTS: Final = SynthOptions()
 
 
@@ -161,11 +162,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def derive_text(schema: UserSchema, form: str) -> str:
     """The forms `form` names as source text; the user's own form is not re-derived."""
-    wanted = FORMS[:3] if form == "all" else (form,)
+    wanted = FORMS[:-1] if form == "all" else (form,)
     chunks = []
     for one in wanted:
         if one == schema.source:
             text = f"# {one}: your own form ({schema.name}); nothing to derive\n"
+        elif one in WIRE_FORMS:
+            text = wire_form(one, schema.shape, schema.name)
         elif one == "msgspec":
             text = msgspec_source(schema)
         elif one == "pydantic":
@@ -179,7 +182,7 @@ def derive_text(schema: UserSchema, form: str) -> str:
             )
             text = proto_source(schema.proto_file, comment)
         if form == "all":
-            rule = "//" if one == "proto" else "#"
+            rule = "//" if one == "proto" else COMMENT.get(one, "#")
             text = f"{rule} ===== {one} =====\n{text}"
         chunks.append(text)
     return "\n".join(chunks)

@@ -19,6 +19,7 @@ from schemas.shape import (
     describe,
 )
 from schematool.protosource import field_declaration, find_message
+from schematool.wireforms import WIRE_FORMS, form_status
 
 _HEADERS: Final = ("field", "type", "protobuf", "notes")
 _STRING_CARRIED: Final = "json-stdlib+pydantic and orjson+pydantic"
@@ -34,6 +35,7 @@ def render_show(schema: UserSchema) -> str:
     for row in rows:
         cells = [cell.ljust(w) for cell, w in zip(row, widths, strict=False)]
         lines.append("  ".join([*cells, row[-1]]).rstrip())
+    lines.extend(f"{name}: {form_status(name, schema.shape)}" for name in WIRE_FORMS)
     return "\n".join(lines)
 
 

@@ -284,7 +284,7 @@ class Worker:
         return BatchLoop(
             consumer,
             codec=self.codec,
-            step=Handler(s.codec.forms, p.logic, p.work_us).step,
+            step=Handler(s.codec.forms, p.logic, p.work_us, p.read_fields).step,
             metrics=self.metrics,
             poison=poison,
             output=output,

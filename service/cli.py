@@ -84,7 +84,16 @@ _FLAGS: Final = (
         "longest wait for a batch: the latency/CPU knob",
         float,
     ),
-    Flag("--logic", ("processing", "logic"), "business logic: aggregate|noop|flaky"),
+    Flag(
+        "--logic",
+        ("processing", "logic"),
+        "business logic: aggregate|noop|flaky|fields",
+    ),
+    Flag(
+        "--read-fields",
+        ("processing", "read_fields"),
+        "for --logic fields: dotted paths a,b.c, or a count k (the first k fields)",
+    ),
     Flag(
         "--max-attempts",
         ("processing", "max_attempts"),

@@ -12,10 +12,13 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from codec import Codec, CodecName, JsonCodecName, get_codec
+from codec import Codec, CodecName, JsonCodecName, check_form, get_codec
+from schemas.errors import ConfigError
 from schemas.loader import UserSchema
 from schemas.registry import Schema, SchemaSpec, resolve
+from schemas.wire_shape import shape_of
 from service.connection import KafkaConnection, refuse_keys
+from service.fieldread import field_paths
 from service.settings import loader, printable
 
 TOOL: Final = "worker"
@@ -84,6 +87,16 @@ class CodecSettings(_Section):
             raise ValueError("a shadow decodes with one codec: any key but auto")
         return value
 
+    @model_validator(mode="after")
+    def _format_holds_the_schema(self) -> CodecSettings:
+        for name in (self.name, self.shadow):
+            if name is not None:
+                try:
+                    check_form(name, self.forms)
+                except ConfigError as exc:
+                    raise ValueError(f"{name}: {exc}") from None
+        return self
+
     @property
     def forms(self) -> Schema | UserSchema:
         """The schema's forms; a user's was loaded when these settings were."""
@@ -104,9 +117,13 @@ class ProcessingSettings(_Section):
 
     batch_size: Annotated[int, Field(ge=1, le=100_000)] = 500
     batch_timeout_ms: Annotated[float, Field(gt=0, le=60_000)] = 5.0
-    logic: Literal["noop", "aggregate", "flaky"] = "aggregate"
+    logic: Literal["noop", "aggregate", "flaky", "fields"] = "aggregate"
     """`flaky` is `aggregate` whose every 20th message fails its first attempt (a
-    transient error, for the fault suite's retry-budget scenario)."""
+    transient error, for the fault suite's retry-budget scenario); `fields` reads
+    only `read_fields` (`service.fieldread`)."""
+    read_fields: str = "3"
+    """For `fields`: dotted paths `a,b.c` (through lists: every item), or a count k
+    (the first k top-level fields)."""
     work_us: Annotated[float, Field(ge=0, le=1_000_000)] = 0.0
     output_topic: str | None = None
     dlq_topic: str | None = None
@@ -177,6 +194,15 @@ class Settings(BaseModel):
     @model_validator(mode="after")
     def _refuse_owned_keys(self) -> Settings:
         refuse_keys(self.kafka.extra, WORKER_OWNED_KEYS)
+        return self
+
+    @model_validator(mode="after")
+    def _read_fields_exist(self) -> Settings:
+        if self.processing.logic == "fields":
+            try:
+                field_paths(shape_of(self.codec.forms), self.processing.read_fields)
+            except ConfigError as exc:
+                raise ValueError(f"processing.{exc}") from None
         return self
 
     def consumer_config(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:

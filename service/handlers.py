@@ -18,7 +18,9 @@ from typing import Any, Final, Literal, Protocol
 
 from schemas.errors import LogicError
 from schemas.loader import UserSchema
-from schemas.registry import Schema, SchemaName
+from schemas.registry import SCHEMAS, Schema, SchemaName
+from schemas.wire_shape import shape_of
+from service.fieldread import field_paths, read_named_fields
 from service.reader import read_every_field
 
 _KEYS: Final = 4096
@@ -80,26 +82,42 @@ def _user_logic(schema: UserSchema) -> _Logic:
     return step
 
 
+def _fields_logic(shape: Any, spec: str) -> _Logic:
+    """Read only the named fields; count the values read (key 0)."""
+    read = read_named_fields(shape, field_paths(shape, spec))
+
+    def step(obj: Any, totals: dict[int, float]) -> None:
+        totals[0] = totals.get(0, 0.0) + read(obj)
+
+    return step
+
+
 class Handler:
     """The configured logic as one per-message step (None for `noop`).
 
     Args:
         schema: a built-in schema (its key or forms), or a user's schema (every
             field is read).
-        logic: `aggregate` (read fields, keep running totals per key) or `noop`.
+        logic: `aggregate` (read fields, keep running totals per key), `fields`
+            (read only `read_fields`, `service.fieldread`) or `noop`.
         work_us: extra busy-loop microseconds per message.
+        read_fields: for `fields`, dotted paths `a,b.c` or a count k (the first k).
     """
 
     def __init__(
         self,
         schema: SchemaName | Schema | UserSchema,
-        logic: Literal["noop", "aggregate", "flaky"],
+        logic: Literal["noop", "aggregate", "flaky", "fields"],
         work_us: float = 0.0,
+        read_fields: str = "3",
     ) -> None:
         self.totals: dict[int, float] = {}
         totals = self.totals
         logic_step: _Logic | None = None
-        if logic != "noop":
+        if logic == "fields":
+            forms = SCHEMAS[schema] if isinstance(schema, str) else schema
+            logic_step = _fields_logic(shape_of(forms), read_fields)
+        elif logic != "noop":
             if isinstance(schema, UserSchema):
                 logic_step = _user_logic(schema)
             else:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -96,6 +98,14 @@ def _wire_variants(name: str, codec: Codec[Any], data: dict[str, Any]) -> list[C
             Case("wrong type", b"\x48\x01"),
             Case("unknown field", good + _PROTOBUF_UNKNOWN_FIELD, poison=False),
         ]
+    if name in _ZERO_COPY_LIES:
+        good = _encoded(codec, data)
+        small = get_codec(codec.name, "small")  # type: ignore[arg-type]
+        other = small.encode(small.from_builtins(make_payloads("small", 1)[0]))
+        return [
+            Case("another schema's message", other),
+            Case(_ZERO_COPY_LIES[name][0], _ZERO_COPY_LIES[name][1](good)),
+        ]
     # Built from builtins: the codec's own types could not hold these shapes.
     raw = msgspec.msgpack.encode if name == "msgspec-msgpack" else msgspec.json.encode
     wrong = {**data, "customer": MARKER}
@@ -105,6 +115,23 @@ def _wire_variants(name: str, codec: Codec[Any], data: dict[str, Any]) -> list[C
         utf8 = raw(data).replace(b'"EUR"', b'"\xff\xfe"', 1)
         cases.append(Case("invalid UTF-8", utf8))
     return cases
+
+
+def _lie(at: int, fmt: str, value: int) -> Callable[[bytes], bytes]:
+    def lie(good: bytes) -> bytes:
+        out = bytearray(good)
+        struct.pack_into(fmt, out, at, value)
+        return bytes(out)
+
+    return lie
+
+
+_ZERO_COPY_LIES: Final[dict[str, tuple[str, Callable[[bytes], bytes]]]] = {
+    "flatbuffers": ("root offset out of range", _lie(0, "<I", 0xFFFFFFF0)),
+    "capnp": ("root pointer out of bounds", _lie(8, "<Q", 0x1000 << 2 | 1 << 32)),
+    "avro": ("string length past the end", lambda good: b"\xfe\xff\xff\xff\x0f" + good),
+}
+"""For the formats read by offset or length: one lie in a valid message each."""
 
 
 def cases(name: CodecName, *, max_payload_bytes: int = 4 * 1024 * 1024) -> list[Case]:

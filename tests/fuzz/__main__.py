@@ -53,6 +53,7 @@ from tests.fuzz.inputs import (
     targets,
     tokens,
 )
+from tests.fuzz.wire_hostile import wire_hostile
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 ARTIFACTS: Final = ("crash-", "timeout-", "oom-", "leak-")
@@ -173,6 +174,7 @@ def seed(corpus: Path, key: CodecName) -> None:
         for i, s in enumerate(samples(key, profile, 4))
     }
     inputs |= {f"seed-{name}": v for name, v in HOSTILE_FIXED.items() if v}
+    inputs |= {f"seed-{name}": v for name, v in wire_hostile().items()}
     inputs |= {f"seed-{name}@64": v for name, v in hostile(64).items()}
     for name, data in inputs.items():
         (corpus / name).write_bytes(data)

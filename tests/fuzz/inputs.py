@@ -21,11 +21,12 @@ import struct
 from typing import Any, Final, NamedTuple
 
 from codec import CODEC_NAMES, Codec, CodecName, get_codec
-from codec.base import JSON, MSGPACK, PROTOBUF
+from codec.base import AVRO, CAPNP, FLATBUFFERS, JSON, MSGPACK, PROTOBUF
 from loadgen.payloads import make_payloads as builtin_payloads
 from schemas.loader import UserSchema
 from schemas.registry import SCHEMA_NAMES, SCHEMAS, SchemaForms, resolve
 from schemas.synth import make_payloads as user_payloads
+from tests.fuzz.wire_hostile import wire_hostile
 
 USER_SCHEMAS: Final[dict[str, str]] = {
     "events": "tests.fixtures.usermodels.events:Event"
@@ -211,7 +212,7 @@ HOSTILE_FIXED: Final[dict[str, bytes]] = {
 
 def all_hostile() -> dict[str, bytes]:
     """Every hostile input, named `CASE@DEPTH` for the scaled ones."""
-    out = dict(HOSTILE_FIXED)
+    out = {**HOSTILE_FIXED, **wire_hostile()}
     for depth in HOSTILE_DEPTHS:
         out.update({f"{name}@{depth}": v for name, v in hostile(depth).items()})
     return out
@@ -271,4 +272,18 @@ def tokens(key: CodecName) -> list[bytes]:
     if PROTOBUF in codec_types:
         out += [_varint(f << 3 | w) for f in range(1, 16) for w in (0, 1, 2, 3, 4, 5)]
         out += [b"\xff\xff\xff\xff\x0f", b"\x80" * 9 + b"\x01"]
+    if codec_types & {FLATBUFFERS, CAPNP}:  # offsets, lengths, sizes, pointers
+        out += [b"\x00\x00\x00\x00", b"\xff\xff\xff\xff", b"\xff\xff\xff\x7f"]
+        out += [b"\x04\x00", b"\x08\x00", b"\xff\xff", b"\x01\x00\x00\x00"]
+    if FLATBUFFERS in codec_types:  # each profile's file identifier
+        fb = [codec("flatbuffers", p) for p in SCHEMA_NAMES]
+        out += [c.form.identifier.encode() for c in fb]  # type: ignore[attr-defined]
+    if CAPNP in codec_types:  # far, list (inline composite) and struct pointers
+        out += [
+            b"\x02\x00\x00\x00\x00\x00\x00\x00",
+            b"\x01\x00\x00\x00\x17\x00\x00\x00",
+        ]
+        out += [b"\x00\x00\x00\x00\x01\x00\x01\x00", b"\xfc\xff\xff\xff"]
+    if AVRO in codec_types:  # zig-zag varints: 0, -1, 1, huge, overlong
+        out += [b"\x00", b"\x01", b"\x02", b"\xfe\xff\xff\xff\x0f", b"\xff" * 10]
     return out

@@ -98,6 +98,9 @@ DEFAULT_CODECS: Final = (
     "protobuf",
     "json+pydantic",
     "json-stdlib+pydantic",
+    "flatbuffers",
+    "capnp",
+    "avro",
 )
 DRAIN_TARGET: Final = 0.90
 

@@ -21,13 +21,20 @@ from codec import (
     get_codec,
     native_to_builtins,
 )
-from codec.base import JSON, MSGPACK, PROTOBUF
+from codec.base import AVRO, CAPNP, FLATBUFFERS, JSON, MSGPACK, PROTOBUF
 from loadgen.payloads import make_payloads
 from schemas.errors import DecodeError
 from schemas.registry import SCHEMA_NAMES, SchemaName
 
 VECTORS = Path(__file__).parent / "vectors"
-WIRE_FILE = {JSON: "json", MSGPACK: "msgpack", PROTOBUF: "pb"}
+WIRE_FILE = {
+    JSON: "json",
+    MSGPACK: "msgpack",
+    PROTOBUF: "pb",
+    FLATBUFFERS: "fb",
+    CAPNP: "capnp",
+    AVRO: "avro",
+}
 
 
 @pytest.fixture(params=REAL_CODECS)
@@ -86,7 +93,10 @@ class TestKnownAnswers:
         data = (VECTORS / f"{schema}.{WIRE_FILE[codec.content_type]}").read_bytes()
         assert codec.to_builtins(codec.decode(data)) == expected(schema)
 
-    @pytest.mark.parametrize("name", ["msgspec-msgpack", "protobuf", "msgspec-json"])
+    @pytest.mark.parametrize(
+        "name",
+        ["msgspec-msgpack", "protobuf", "msgspec-json", "flatbuffers", "capnp", "avro"],
+    )
     def test_deterministic_encoders_reproduce_the_bytes(
         self, name: CodecName, schema: SchemaName
     ) -> None:

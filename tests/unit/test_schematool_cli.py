@@ -71,7 +71,7 @@ class TestCheck:
         code, out, _ = run(capsys, "check", spec, "--count", "10", "--seed", "3")
         assert code == 0, out
         assert out.strip().endswith("all codecs agree")
-        assert "checked 10 payloads" in out and "with 6 codecs" in out
+        assert "checked 10 payloads" in out and "with 9 codecs" in out
 
     def test_strict_datetime_fails_the_two_pass_codecs(
         self, capsys: pytest.CaptureFixture[str]

@@ -1,0 +1,186 @@
+"""A FlatBuffers verifier for the derived schemas: every offset checked before use.
+
+FlatBuffers' Python runtime has no verifier (the C++ one is not exposed): its
+accessors trust every offset in the buffer, so a hostile buffer yields garbage,
+an `IndexError` or a `struct.error` only when a field is read, deep in the
+business logic. `decode` therefore runs this verifier over the whole buffer first,
+as the C++ `Verifier` does, and a buffer it passes can be read field by field with
+no error: the file identifier (the schema), the root offset, every table's vtable
+and size, every field inside its table, every string (inside the buffer,
+NUL-terminated, valid UTF-8), every vector's length, every required field present,
+nesting at most `MAX_DEPTH`, and at most one object per 4 bytes of buffer (shared
+sub-objects cannot blow up the work a small buffer causes). Offsets are unsigned
+and point forward, so a cycle cannot be expressed; the budget bounds the DAG case.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+from codec.base import MalformedBuffer
+
+MAX_DEPTH: Final = 64
+"""Nested tables allowed (the C++ verifier's default)."""
+
+Kind = Literal[
+    "scalar", "string", "bytes", "table", "vec_scalar", "vec_string", "vec_table"
+]
+
+_U32: Final = struct.Struct("<I").unpack_from
+_I32: Final = struct.Struct("<i").unpack_from
+_U16: Final = struct.Struct("<H").unpack_from
+_I64: Final = struct.Struct("<q").unpack_from
+_MIN_US: Final = -62_135_596_800_000_000
+"""0001-01-01T00:00:00Z in microseconds since the epoch (`datetime.min`)."""
+_MAX_US: Final = 253_402_300_799_999_999
+"""9999-12-31T23:59:59.999999Z (`datetime.max`)."""
+
+
+class VerifyError(MalformedBuffer):
+    """The buffer breaks the schema's layout (the reason, never the bytes)."""
+
+
+@dataclass(slots=True)
+class FieldPlan:
+    """One table field: vtable slot, how it is stored, whether it must be present."""
+
+    slot: int
+    kind: Kind
+    required: bool
+    size: int = 4
+    table: TablePlan | None = None
+    datetime: bool = False
+    """An int64 of microseconds since the epoch: it must fit Python's datetime."""
+
+
+@dataclass(slots=True)
+class TablePlan:
+    """The fields of one table, by slot."""
+
+    name: str
+    fields: list[FieldPlan] = field(default_factory=list)
+
+
+class _State:
+    __slots__ = ("budget", "buf", "n")
+
+    def __init__(self, buf: bytes) -> None:
+        self.buf = buf
+        self.n = len(buf)
+        self.budget = self.n // 4 + 8
+
+
+def verify(buf: bytes, root: TablePlan, identifier: bytes) -> None:
+    """Check `buf` against `root`'s layout.
+
+    Raises:
+        VerifyError: at the first violation.
+    """
+    if len(buf) < 8:
+        raise VerifyError("buffer shorter than a root offset and identifier")
+    if buf[4:8] != identifier:
+        raise VerifyError("file identifier of another schema")
+    state = _State(buf)
+    _table(state, _U32(buf, 0)[0], root, 0)
+
+
+def _spend(state: _State) -> None:
+    state.budget -= 1
+    if state.budget < 0:
+        raise VerifyError("more objects than the buffer can hold")
+
+
+def _table(state: _State, pos: int, plan: TablePlan, depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise VerifyError("tables nested too deep")
+    _spend(state)
+    buf, n = state.buf, state.n
+    if pos + 4 > n:
+        raise VerifyError(f"{plan.name}: table outside the buffer")
+    vt = pos - _I32(buf, pos)[0]
+    if vt < 0 or vt + 4 > n:
+        raise VerifyError(f"{plan.name}: vtable outside the buffer")
+    vsize, tsize = _U16(buf, vt)[0], _U16(buf, vt + 2)[0]
+    if vsize < 4 or vsize % 2 or vt + vsize > n:
+        raise VerifyError(f"{plan.name}: bad vtable size")
+    if tsize < 4 or pos + tsize > n:
+        raise VerifyError(f"{plan.name}: bad table size")
+    for f in plan.fields:
+        entry = 4 + 2 * f.slot
+        vo = _U16(buf, vt + entry)[0] if entry < vsize else 0
+        if vo == 0:
+            if f.required:
+                raise VerifyError(f"{plan.name}: required field {f.slot} missing")
+            continue
+        size = f.size if f.kind == "scalar" else 4
+        if vo < 4 or vo + size > tsize:
+            raise VerifyError(f"{plan.name}: field {f.slot} outside its table")
+        if f.kind != "scalar":
+            _offset_field(state, pos + vo, f, depth)
+        elif f.datetime:
+            _in_range(_I64(buf, pos + vo)[0])
+
+
+def _in_range(micros: int) -> None:
+    if not _MIN_US <= micros <= _MAX_US:
+        raise VerifyError("a datetime out of range")
+
+
+def _target(state: _State, at: int) -> int:
+    target: int = at + _U32(state.buf, at)[0]
+    if target + 4 > state.n:
+        raise VerifyError("offset outside the buffer")
+    return target
+
+
+def _vector(state: _State, at: int, item_size: int) -> tuple[int, int]:
+    _spend(state)
+    target = _target(state, at)
+    length = _U32(state.buf, target)[0]
+    if target + 4 + length * item_size > state.n:
+        raise VerifyError("vector longer than the buffer")
+    return target + 4, length
+
+
+def _string(state: _State, at: int) -> None:
+    start, length = _vector(state, at, 1)
+    end = start + length
+    if end >= state.n or state.buf[end] != 0:
+        raise VerifyError("string without its NUL terminator")
+    try:
+        state.buf[start:end].decode("utf-8")
+    except UnicodeDecodeError:
+        raise VerifyError("string is not valid UTF-8") from None
+
+
+def _offset_field(state: _State, at: int, f: FieldPlan, depth: int) -> None:
+    kind = f.kind
+    if kind == "string":
+        _string(state, at)
+    elif kind == "bytes":
+        _vector(state, at, 1)
+    elif kind == "vec_scalar":
+        start, length = _vector(state, at, f.size)
+        if f.datetime:
+            for (micros,) in struct.iter_unpack(
+                "<q", state.buf[start : start + 8 * length]
+            ):
+                _in_range(micros)
+    elif kind == "table":
+        _table(state, _target(state, at), _plan(f), depth + 1)
+    else:
+        start, length = _vector(state, at, 4)
+        for i in range(length):
+            item = start + 4 * i
+            if kind == "vec_string":
+                _string(state, item)
+            else:
+                _table(state, _target(state, item), _plan(f), depth + 1)
+
+
+def _plan(f: FieldPlan) -> TablePlan:
+    if f.table is None:
+        raise VerifyError("a table field without a plan")
+    return f.table

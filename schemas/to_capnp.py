@@ -1,0 +1,145 @@
+"""Derive a Cap'n Proto schema (.capnp) from a shape: one struct per message.
+
+| shape | Cap'n Proto |
+| --- | --- |
+| `str`, `bytes`, `bool`, `float` | `Text`, `Data`, `Bool`, `Float64` |
+| `int` | `Int64`; `Int32`/`UInt32`/`UInt64` when the bounds fit (as protobuf) |
+| `datetime` | `Int64`: microseconds since the epoch, UTC |
+| `Choice` | `Text` or `Int64` (the value) |
+| `list[X]` | `List(X)` |
+| `dict[K, V]` | `List(Entry)`, a struct `{key :K; value :V}` per entry |
+| `X | None` | a union `{none :Void; value :X}` |
+
+Cap'n Proto names are camelCase without underscores: `customer_id` is written
+`customerId` (`capnp_name`); two fields that give the same name, or a name that
+does not start with a letter, are refused. The file id is taken from a hash of the
+text, so the same shape always gives the same file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Final
+
+from schemas.shape import (
+    Choice,
+    ListOf,
+    MapOf,
+    MessageShape,
+    Refusals,
+    TypeShape,
+    int_width,
+    messages,
+    unique_name,
+)
+
+_INTS: Final = {
+    "int32": "Int32",
+    "uint32": "UInt32",
+    "int64": "Int64",
+    "uint64": "UInt64",
+}
+_SCALARS: Final = {
+    "str": "Text",
+    "bytes": "Data",
+    "bool": "Bool",
+    "float": "Float64",
+    "datetime": "Int64",
+}
+
+
+def capnp_name(name: str, upper: bool = False) -> str:
+    """`customer_id` -> `customerId` (`CustomerId` with `upper`)."""
+    parts = [p for p in name.split("_") if p]
+    text = parts[0] + "".join(p[:1].upper() + p[1:] for p in parts[1:]) if parts else ""
+    if upper:
+        return text[:1].upper() + text[1:]
+    return text[:1].lower() + text[1:]
+
+
+@dataclass(frozen=True, slots=True)
+class CapnpForm:
+    """The derived schema text and the names the codec reads it by.
+
+    Attributes:
+        text: the .capnp source (what `capnp.load` parses).
+        structs: message shape id -> its struct name.
+        entries: (message shape id, field name) -> the entry struct of a map field.
+    """
+
+    text: str
+    structs: dict[int, str]
+    entries: dict[tuple[int, str], str]
+
+
+def capnp_form(root: MessageShape) -> CapnpForm:
+    """The .capnp form of `root`.
+
+    Raises:
+        ConfigError: naming every field or message Cap'n Proto cannot name.
+    """
+    refusals = Refusals()
+    all_msgs = messages(root)
+    taken: set[str] = set()
+    structs = {}
+    for msg in all_msgs:
+        name = capnp_name(msg.name, upper=True)
+        if not name[:1].isalpha() or name in taken:
+            refusals.add(msg.name, "no distinct Cap'n Proto struct name")
+        taken.add(name)
+        structs[id(msg)] = name
+    entries: dict[tuple[int, str], str] = {}
+    blocks = []
+    for msg in all_msgs:
+        lines, number, names = [], 0, set()
+        for f in msg.fields:
+            path = f"{msg.name}.{f.name}"
+            fname = capnp_name(f.name)
+            if not fname[:1].isalpha() or fname in names:
+                refusals.add(path, f"no distinct Cap'n Proto field name ({fname!r})")
+            names.add(fname)
+            if isinstance(f.type, MapOf):
+                entry = unique_name(
+                    f"{structs[id(msg)]}{capnp_name(f.name, True)}Entry", taken
+                )
+                entries[(id(msg), f.name)] = entry
+                key = _type(f.type.key, structs, refusals, path)
+                value = _type(f.type.value, structs, refusals, path + "{}")
+                blocks.append(
+                    f"struct {entry} {{\n  key @0 :{key};\n  value @1 :{value};\n}}\n"
+                )
+                ctype = f"List({entry})"
+            else:
+                ctype = _type(f.type, structs, refusals, path)
+            if f.nullable:
+                lines.append(
+                    f"  {fname} :union {{\n    none @{number} :Void;\n"
+                    f"    value @{number + 1} :{ctype};\n  }}"
+                )
+                number += 2
+            else:
+                lines.append(f"  {fname} @{number} :{ctype};")
+                number += 1
+        blocks.append(f"struct {structs[id(msg)]} {{\n" + "\n".join(lines) + "\n}\n")
+    refusals.raise_any()
+    body = "\n".join(blocks)
+    file_id = int(hashlib.sha256(body.encode()).hexdigest()[:16], 16) | (1 << 63)
+    return CapnpForm(f"@{file_id:#x};\n\n{body}", structs, entries)
+
+
+def _type(
+    shape: TypeShape, structs: dict[int, str], refusals: Refusals, path: str
+) -> str:
+    if isinstance(shape, MessageShape):
+        return structs[id(shape)]
+    if isinstance(shape, ListOf):
+        return f"List({_type(shape.item, structs, refusals, path + '[]')})"
+    if isinstance(shape, MapOf):
+        refusals.add(path, "Cap'n Proto has no map inside a list or map here")
+        return "Void"
+    if isinstance(shape, Choice):
+        return "Text" if isinstance(shape.values[0], str) else "Int64"
+    if shape.kind == "int":
+        return _INTS[int_width(shape.constraints)]
+    return _SCALARS[shape.kind]
