@@ -78,8 +78,7 @@ class TestBadSpec:
         [
             (
                 "refused:Order",
-                "schema error: Order.items[].price: no protobuf type decodes to "
-                "Decimal exactly",
+                "schema error: Order.items[].price: custom validator 'two_places'",
             ),
             ("refused:WithSet", "schema error: WithSet.tags: "),
             ("no_such_module_here:Order", "cannot import 'no_such_module_here'"),
@@ -98,6 +97,31 @@ class TestBadSpec:
         assert err.startswith(f"config error: worker.codec.schema = {spec!r} (flag ")
         assert reason in err
         assert "cannot reach" not in err  # failed before any Kafka client existed
+
+    @pytest.mark.parametrize(
+        "argv",
+        [
+            ["--codec", "protobuf"],
+            ["--codec", "msgspec-json", "--shadow-codec", "msgspec-msgpack"],
+            ["--codec", "auto", "--auto-output", "protobuf"],
+        ],
+    )
+    def test_a_codec_the_schema_refuses_is_a_config_error(
+        self, argv: list[str], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        code = main(
+            ["--schema", "tallies:Tally", *argv, "--bootstrap-servers", UNREACHABLE]
+        )
+        err = capsys.readouterr().err
+        assert code == 2 and "Traceback" not in err
+        assert "cannot carry a field of tallies:Tally:\n  Tally.total: " in err
+        assert "cannot reach" not in err
+
+    @pytest.mark.parametrize("codec", ["msgspec-json", "json+pydantic", "auto"])
+    def test_other_codecs_are_not_refused_for_protobuf(self, codec: str) -> None:
+        settings = load_settings({"codec": {"schema": "tallies:Tally", "name": codec}})
+        built = settings.codec.build()
+        assert built.name == codec
 
     def test_settings_raise_config_error(self) -> None:
         with pytest.raises(ConfigError, match=r"Order\.items\[\]\.price"):
