@@ -105,3 +105,20 @@ def decode_differs(summary: Summary) -> str | None:
         f"The Kafka path's decode median differs from the in-process one by more "
         f"than {DECODE_TOLERANCE:.0%} for {', '.join(far)}. {_WHY}"
     )
+
+
+def schema_limits(plan: Plan) -> list[str]:
+    """The codecs left out for the schema, and the checks a measured codec skips."""
+    lines: list[str] = []
+    for codec, why in plan.left_out:
+        reason = why.replace("\n  ", " ").removeprefix("schema error: ")
+        lines += [f"**Left out: `{codec}`**: {reason}.", ""]
+    if plan.skipped:
+        lines += [
+            "Checks your own form makes on decode that a measured codec skips (its "
+            "CPU figure does not include them; `codec-schema check` lists the same):",
+            "",
+            *(f"- {line}" for line in plan.skipped),
+            "",
+        ]
+    return lines

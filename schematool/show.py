@@ -17,6 +17,7 @@ from schemas.shape import (
     Scalar,
     TypeShape,
     describe,
+    messages,
 )
 from schematool.protosource import field_declaration, find_message
 
@@ -47,14 +48,22 @@ def _forms(schema: UserSchema) -> list[str]:
     }
     derived = {
         "pydantic": f"{model.__name__}, derived (strict; JSON-string values lenient)",
-        "msgspec": f"{struct.__name__}, derived (strict, frozen, forbids unknown fields)",
-        "proto": f"{schema.shape.proto_name}, derived proto3 in {schema.proto_file.name}",
+        "msgspec": f"{struct.__name__}, derived (strict, frozen, "
+        f"{_struct_options(struct)}{_renamed(schema)})",
+        "proto": f"{schema.shape.proto_name}, derived proto3, built in memory (no "
+        f"file written; `codec-schema derive {schema.name} --form proto > "
+        f"{schema.proto_file.name}` writes it)",
     }
     label = {"pydantic": "pydantic", "msgspec": "msgspec", "proto": "protobuf"}
     return [
         f"  {label[form]:<9} {(yours if form == schema.source else derived)[form]}"
         for form in ("pydantic", "msgspec", "proto")
     ]
+
+
+def _renamed(schema: UserSchema) -> str:
+    aliased = any(f.alias for m in messages(schema.shape) for f in m.fields)
+    return "; your aliases are its wire keys" if aliased else ""
 
 
 def _qualified(cls: type) -> str:
