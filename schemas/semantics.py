@@ -60,8 +60,12 @@ class Skipped:
     check: str
 
     def line(self) -> str:
-        """`protobuf: Order.status: ...`."""
-        return f"{', '.join(self.codecs)}: {self.path}: {self.check}"
+        """`Order.status: protobuf skips the allowed values (any string decodes)`."""
+        return f"{self.path}: {self.who()} {self.check}"
+
+    def who(self) -> str:
+        """`protobuf skips`, `msgspec-json, msgspec-msgpack skip`."""
+        return f"{', '.join(self.codecs)} skip{'s' if len(self.codecs) == 1 else ''}"
 
 
 def skipped_checks(shape: MessageShape, source: str, own: Any = None) -> list[Skipped]:
@@ -81,8 +85,8 @@ def skipped_checks(shape: MessageShape, source: str, own: Any = None) -> list[Sk
             Skipped(
                 MSGSPEC,
                 shape.name,
-                "your model is lax and msgspec strict: a value pydantic coerces "
-                '("123" or 2.0 for an int, 1 for a str) is rejected, not converted',
+                "the coercions of your lax model: msgspec is strict, so a value "
+                'pydantic converts ("123" or 2.0 for an int) is rejected',
             ),
         )
     return out
@@ -101,17 +105,36 @@ def _message(
             Skipped(
                 PROTOBUF,
                 path,
-                f"required field(s) {', '.join(required)}: protobuf has none, a "
-                "missing field decodes as its zero value",
+                f"that {', '.join(required)} are present (protobuf has no "
+                "required fields: a missing one decodes as its zero value)",
             )
         )
     if proto and msg.forbid_unknown:
-        out.append(Skipped(PROTOBUF, path, "unknown fields are kept, not refused"))
+        out.append(
+            Skipped(PROTOBUF, path, "the unknown-field check (kept, not refused)")
+        )
+    aliased = [f.alias for f in msg.fields if f.alias]
+    if aliased and _by_name(msg.source):
+        out.append(
+            Skipped(
+                MSGSPEC,
+                path,
+                "the field names your model reads besides the aliases "
+                f"(populate_by_name): only {', '.join(aliased[:3])}"
+                f"{', ...' if len(aliased) > 3 else ''} are read",
+            )
+        )
     for f in msg.fields:
         where = f"{path}.{f.name}"
         _value(f.type, where, source, out)
         for inner, suffix in _nested(f.type):
             _message(inner, where + suffix, source, out, seen)
+
+
+def _by_name(source: Any) -> bool:
+    """A pydantic model that validates by field name as well as by alias."""
+    config = getattr(source, "model_config", None) or {}
+    return bool(config.get("populate_by_name") or config.get("validate_by_name"))
 
 
 def _value(shape: TypeShape, path: str, source: str, out: list[Skipped]) -> None:
@@ -126,12 +149,12 @@ def _value(shape: TypeShape, path: str, source: str, out: list[Skipped]) -> None
         return
     if isinstance(shape, Choice):
         kind = "string" if isinstance(shape.values[0], str) else "int"
-        out.append(Skipped(PROTOBUF, path, f"the allowed values: any {kind} decodes"))
+        out.append(Skipped(PROTOBUF, path, f"the allowed values (any {kind} decodes)"))
     elif isinstance(shape, Scalar):
         if shape.kind in ("uuid", "decimal"):
             what = "a UUID" if shape.kind == "uuid" else "a number"
             out.append(
-                Skipped(PROTOBUF, path, f"that the text is {what}: any string decodes")
+                Skipped(PROTOBUF, path, f"that the text is {what} (any string decodes)")
             )
         _bounds(shape.constraints, shape.kind, path, source, out)
 
@@ -165,7 +188,7 @@ def _past_proto_type(items: dict[str, Any], constraints: Constraints) -> dict[st
 
 
 def _listed(bounds: dict[str, Any]) -> str:
-    return "not checked: " + ", ".join(f"{k}={v!r}" for k, v in bounds.items())
+    return ", ".join(f"{k}={v!r}" for k, v in bounds.items())
 
 
 def _nested(shape: TypeShape) -> list[tuple[MessageShape, str]]:

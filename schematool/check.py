@@ -197,8 +197,8 @@ def render(report: CheckReport) -> str:
         )
     if report.skipped:
         lines.append(
-            f"checks your {report.reference} form makes that a codec skips "
-            f"({len(report.skipped)}; that codec's CPU figure does not include them):"
+            f"checks your own form makes that a codec skips ({len(report.skipped)}; "
+            "that codec's CPU figure does not include them):"
         )
         lines += [f"  {s.line()}" for s in report.skipped]
     if report.ok:

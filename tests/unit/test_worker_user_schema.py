@@ -154,6 +154,37 @@ def unfreeze() -> Iterator[None]:
 class TestWorkerRun:
     """A worker on a user's schema decodes every form and labels worker_info."""
 
+    @pytest.mark.parametrize("codec", ["protobuf", "msgspec-json", "msgspec-msgpack"])
+    def test_run_a_uint64_proto(self, codec: str, tmp_path: Path) -> None:
+        proto = tmp_path / "ev.proto"
+        proto.write_text(
+            'syntax = "proto3";\nmessage Ev { uint64 id = 1; string name = 2; }\n'
+        )
+        spec = f"{proto}:Ev"
+        writer = get_codec(codec, resolve(spec))  # type: ignore[arg-type]
+        values = [{"id": 2**64 - 1 - i, "name": f"n{i}"} for i in range(5)]
+        messages = [
+            FakeMessage(writer.encode(writer.from_builtins(v)), 0, i)
+            for i, v in enumerate(values)
+        ]
+        consumer = FakeConsumer(batches=[messages], to_assign=[0])
+        settings = Settings(
+            consumer={"topic": "in", "group_id": "g"},
+            codec={"name": codec, "schema": spec},
+            metrics={"port": 0},
+            processing={"batch_timeout_ms": 1.0},
+        )
+        worker = Worker(
+            settings,
+            consumer_factory=consumer,
+            producer_factory=FakeProducer(),
+            admin_factory=_Admin(),  # type: ignore[arg-type]  # the calls it needs
+        )
+        consumer.on_drained = worker.stop
+        assert worker.run() == 0
+        sample = worker.registry.get_sample_value
+        assert sample("worker_messages_total", {"codec": codec, "outcome": "ok"}) == 5
+
     @pytest.mark.parametrize("codec", ["protobuf", "json+pydantic", "auto"])
     def test_run(self, codec: str) -> None:
         schema = resolve(SHOP)
