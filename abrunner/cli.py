@@ -181,7 +181,9 @@ def plan_from_settings(s: AbSettings) -> Plan:
         profiles = [p for p in profiles if p.schema != "large"]
         profiles += [Profile("large", size) for size in s.large_bytes]
     same = {"rate", "duration", "warmup", "repeat", "max_mode", "max_messages"}
-    codecs, left_out, skipped = schema_limits(s.schema_, tuple(s.codecs))
+    codecs, left_out, skipped = schema_limits(
+        s.schema_, tuple(s.codecs), synthetic=s.replay is None
+    )
     baseline = s.chosen_baseline
     if baseline not in codecs and s.baseline is None:  # the default one, left out
         baseline = PREFERRED_BASELINE if PREFERRED_BASELINE in codecs else codecs[0]

@@ -17,6 +17,7 @@ from codec import CODEC_NAMES, REAL_CODECS
 from schemas.errors import ConfigError
 from schemas.registry import SCHEMA_NAMES, user_schema
 from schemas.semantics import Skipped, skipped_checks
+from schemas.synth import make_payloads
 
 WARMUP_SEED: Final = 1
 MEASURED_SEED: Final = 2
@@ -217,17 +218,21 @@ class Case(NamedTuple):
 
 
 def schema_limits(
-    spec: str | None, codecs: tuple[str, ...]
+    spec: str | None, codecs: tuple[str, ...], *, synthetic: bool = True
 ) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[str, ...]]:
     """For a user's schema: the codecs that can run it, those left out (with why),
     and the checks of the user's form a kept codec skips.
 
     Raises:
-        ConfigError: no codec asked for can run the schema.
+        ConfigError: no codec asked for can run the schema; or, for synthetic
+            payloads, a field none can be made for (every such field named), so
+            that no case starts a worker for nothing.
     """
     user = None if spec is None else user_schema(spec)
     if user is None:
         return codecs, (), ()
+    if synthetic:
+        make_payloads(user.shape, 1)
     left_out = tuple(
         (codec, why) for codec in codecs if (why := user.refusal(codec)) is not None
     )

@@ -213,3 +213,20 @@ class TestSchemaLimits:
         md = abreport.markdown(msgspec.structs.replace(report, plan=p))
         assert "- Order.items[].quantity: protobuf skips ge=1, le=100" in md
         assert "that a measured codec skips (its CPU figure does not include them" in md
+
+    def test_a_pattern_no_payload_can_match_fails_before_any_case(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        (tmp_path / "lookaround_models.py").write_text(
+            "import pydantic\n\n\nclass L(pydantic.BaseModel):\n"
+            "    model_config = pydantic.ConfigDict(regex_engine='python-re')\n"
+            "    a: str = pydantic.Field(pattern='(?=x)x')\n"
+            "    b: str = pydantic.Field(pattern='(a)\\\\1')\n"
+        )
+        monkeypatch.syspath_prepend(str(tmp_path))
+        with pytest.raises(ConfigError) as info:
+            plan("--schema", "lookaround_models:L")
+        lines = str(info.value).splitlines()
+        assert lines[0] == "schema error: 2 fields cannot be mapped:"
+        assert "L.a: cannot synthesize" in lines[1]
+        assert "L.b: cannot synthesize" in lines[2]
