@@ -143,3 +143,18 @@ class TestShow:
         assert "derived proto3 in " not in out
         assert not (Path(cwd) / "tests/fixtures/usermodels/payments.proto").exists()
         assert "ignores unknown fields; your aliases are its wire keys" in out
+
+
+def test_check_leaves_out_a_codec_the_schema_refuses(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(
+        str(Path(__file__).parents[1] / "fixtures" / "usermodels")
+    )
+    code, out = run(capsys, "check", "tallies:Tally", "--count", "5")
+    assert code == 1
+    assert (
+        "  protobuf              left out: schema error: protobuf cannot carry" in out
+    )
+    assert "  msgspec-json          ok" in out
+    assert "the codecs checked agree; left out: msgspec-msgpack, protobuf" in out
