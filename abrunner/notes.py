@@ -147,3 +147,20 @@ def invalid_latencies(report: Report) -> str | None:
         "(`worker_e2e_latency_invalid_total`, by reason: `unparsable`, `negative`: "
         "a producer clock ahead of the worker's, `too_large`: older than 30 days)."
     )
+
+
+def schema_limits(plan: Plan) -> list[str]:
+    """The codecs left out for the schema, and the checks a measured codec skips."""
+    lines: list[str] = []
+    for codec, why in plan.left_out:
+        reason = why.replace("\n  ", " ").removeprefix("schema error: ")
+        lines += [f"**Left out: `{codec}`**: {reason}.", ""]
+    if plan.skipped:
+        lines += [
+            "Checks your own form makes on decode that a measured codec skips (its "
+            "CPU figure does not include them; `codec-schema check` lists the same):",
+            "",
+            *(f"- {line}" for line in plan.skipped),
+            "",
+        ]
+    return lines

@@ -61,6 +61,7 @@ __all__ = [
     "as_decode_error",
     "as_encode_error",
     "check_form",
+    "codec_refusal",
     "get_codec",
     "native_to_builtins",
 ]
@@ -119,17 +120,17 @@ _DERIVED_FORMS: Final[dict[str, Callable[[Any], object]]] = {
 
 
 def check_form(name: str, schema: SchemaName | SchemaForms) -> None:
-    """Refuse a schema codec `name`'s format cannot hold, before anything is built.
+    """Refuse a schema codec `name` cannot carry, before anything is built.
 
-    Cheap and in process (the form is derived, nothing generated), so settings
+    Cheap and in process (a form is derived, nothing generated), so settings
     validation calls it: a refusal is a configuration error naming the field.
 
     Raises:
-        ConfigError: "schema error: PATH: REASON" for that codec's format.
+        ConfigError: one line per field codec `name` cannot carry, with the reason.
     """
-    derive = _DERIVED_FORMS.get(name)
-    if derive is not None:
-        derive(shape_of(SCHEMAS[schema] if isinstance(schema, str) else schema))
+    why = codec_refusal(name, schema)
+    if why is not None:
+        raise ConfigError(why)
 
 
 def get_codec(
@@ -149,15 +150,25 @@ def get_codec(
 
     Raises:
         KeyError: for an unknown codec or schema (configuration validates first).
+        ConfigError: the schema has a field codec `name` cannot carry (for
+            `auto`: its JSON or output codec; it leaves out the others).
     """
     bound = SCHEMAS[schema] if isinstance(schema, str) else schema
     factory = CODECS[name]
     if factory is not None:
+        refused = codec_refusal(name, bound)
+        if refused is not None:
+            raise ConfigError(refused)
         return factory(bound)
+    wire: tuple[tuple[str, CodecName], ...] = (
+        (JSON, auto_json),
+        (MSGPACK, "msgspec-msgpack"),
+        (PROTOBUF, "protobuf"),
+    )
     by_type = {
-        JSON: get_codec(auto_json, bound),
-        MSGPACK: get_codec("msgspec-msgpack", bound),
-        PROTOBUF: get_codec("protobuf", bound),
+        content_type: get_codec(codec, bound)
+        for content_type, codec in wire
+        if content_type == JSON or codec_refusal(codec, bound) is None
     }
     for content_type, key in _OPTIONAL_AUTO.items():
         # A schema the format cannot hold: that format's messages are refused.
@@ -165,3 +176,22 @@ def get_codec(
             by_type[content_type] = get_codec(key, bound)
     output = get_codec(auto_output or auto_json, bound)
     return AutoCodec(by_type, output)
+
+
+def codec_refusal(name: str, schema: SchemaName | SchemaForms) -> str | None:
+    """Why codec `name` cannot run `schema` (one line per field), or None.
+
+    Two sources: a field a user's schema cannot carry in that codec (an int past
+    64 bits for MessagePack, say), and a format whose derived form cannot hold the
+    schema (FlatBuffers, Cap'n Proto, Avro).
+    """
+    bound = SCHEMAS[schema] if isinstance(schema, str) else schema
+    refusal = getattr(bound, "refusal", None)
+    why = None if refusal is None else str(refusal(name) or "") or None
+    derive = _DERIVED_FORMS.get(name)
+    if why is None and derive is not None:
+        try:
+            derive(shape_of(bound))
+        except ConfigError as exc:
+            why = str(exc)
+    return why

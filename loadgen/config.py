@@ -186,7 +186,7 @@ class LoadgenSettings(BaseModel):
             raise ValueError("give a replay either speed (recorded pace) or rate")
         self._check_schema()
         for name in (self.codec, self.transcode):
-            if name is not None:
+            if name not in (None, "auto"):  # a codec that cannot carry a field
                 try:
                     check_form(name, self.forms)
                 except ConfigError as exc:

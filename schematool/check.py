@@ -15,11 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from codec import Codec
+from codec import Codec, codec_refusal
 from codec.base import JSON
 from schemas.compare import diff, read_native
 from schemas.errors import ConfigError
 from schemas.loader import UserSchema
+from schemas.semantics import Skipped, skipped_checks
 from schemas.synth import SynthOptions, make_payloads
 from schematool.codecs import REFUSABLE, WIRE_CODECS, user_codec
 
@@ -59,13 +60,18 @@ class CheckReport:
     seed: int
     reference: str
     findings: dict[tuple[str, str], Finding] = field(default_factory=dict)
+    skipped: list[Skipped] = field(default_factory=list)
+    """Checks your own form makes on decode that a codec skips (not a failure)."""
+    left_out: dict[str, str] = field(default_factory=dict)
+    """Codecs asked for that cannot carry the schema, with why (a failure)."""
     refused: dict[str, str] = field(default_factory=dict)
-    """Codecs left out because their format cannot hold the schema: the reason."""
+    """Formats of the default run that cannot hold the schema, with why (noted,
+    not a failure: name the codec with --codecs to make it one)."""
 
     @property
     def ok(self) -> bool:
-        """True when every codec agreed on every payload."""
-        return not self.findings
+        """True when every codec asked for ran and agreed on every payload."""
+        return not self.findings and not self.left_out
 
     def add(self, who: str, path: str, detail: str, payload: int) -> None:
         """Record a disagreement; repeats of the same (who, path) are counted."""
@@ -95,22 +101,37 @@ def run_check(
     Raises:
         ConfigError: for an unknown codec name or an unsynthesizable field.
     """
-    built, refused = {}, {}
+    left_out: dict[str, str] = {}
+    refused: dict[str, str] = {}
     for name in codecs:
-        try:
-            built[name] = user_codec(name, schema)
-        except ConfigError as exc:
-            # A format that cannot hold the schema is left out of the default run;
-            # a codec named on the command line must build.
-            if name not in REFUSABLE or tuple(codecs) != WIRE_CODECS:
-                raise
-            refused[name] = str(exc)
+        why = codec_refusal(name, schema) if name in WIRE_CODECS else None
+        if why is None:
+            continue
+        # A newer format that cannot hold the schema is noted in the default run;
+        # one of the six, or a codec named on the command line, must carry it.
+        if name in REFUSABLE and tuple(codecs) == WIRE_CODECS:
+            refused[name] = why
+        else:
+            left_out[name] = why
+    built = {
+        name: user_codec(name, schema)
+        for name in codecs
+        if name not in left_out and name not in refused
+    }
     if not built:
-        raise ConfigError("--codecs: name at least one codec")
+        raise ConfigError(
+            "; ".join(left_out.values()) or "--codecs: name at least one codec"
+        )
     preferred = _REFERENCE[schema.source]
     reference = preferred if preferred in built else next(iter(built))
     report = CheckReport(schema.name, tuple(built), count, seed, reference)
+    report.left_out = left_out
     report.refused = refused
+    report.skipped = [
+        Skipped(tuple(c for c in s.codecs if c in built), s.path, s.check)
+        for s in skipped_checks(schema.shape, schema.source)
+        if any(c in built for c in s.codecs)
+    ]
     payloads = make_payloads(schema.shape, count, seed=seed, options=options)
     for index, payload in enumerate(payloads):
         _check_payload(schema, built, payload, index, report)
@@ -193,16 +214,27 @@ def render(report: CheckReport) -> str:
         f"checked {report.payloads} payloads of {report.schema} (seed {report.seed}) "
         f"with {len(report.codecs)} codecs; reference: {report.reference}",
     ]
-    width = max(len(c) for c in report.codecs)
+    width = max(len(c) for c in (*report.codecs, *report.left_out, *report.refused))
     for codec in report.codecs:
         n = report.failing(codec)
         lines.append(
             f"  {codec:<{width}}  {'ok' if n == 0 else f'{n} disagreement(s)'}"
         )
-    for codec, reason in report.refused.items():
-        lines.append(f"  {codec:<{width}}  left out: {reason}")
+    for codec, why in (report.left_out | report.refused).items():
+        lines.append(f"  {codec:<{width}}  left out: " + why.replace("\n", "\n    "))
+    if report.skipped:
+        lines.append(
+            f"checks your own form makes that a codec skips ({len(report.skipped)}; "
+            "that codec's CPU figure does not include them):"
+        )
+        lines += [f"  {s.line()}" for s in report.skipped]
     if report.ok:
         lines.append("all codecs agree")
+        return "\n".join(lines)
+    if not report.findings:
+        lines.append(
+            f"the codecs checked agree; left out: {', '.join(report.left_out)}"
+        )
         return "\n".join(lines)
     lines.append("disagreements (who: path: first occurrence):")
     for f in report.findings.values():

@@ -88,13 +88,18 @@ class CodecSettings(_Section):
         return value
 
     @model_validator(mode="after")
-    def _format_holds_the_schema(self) -> CodecSettings:
-        for name in (self.name, self.shadow):
-            if name is not None:
+    def _codecs_carry_the_schema(self) -> CodecSettings:
+        # Only the codecs this worker builds: protobuf's limits never refuse
+        # `--codec msgspec-json`. `auto` leaves out what the schema refuses.
+        built = [self.name, self.shadow]
+        if self.name == "auto":
+            built += [self.auto_json, self.auto_output]
+        for codec in built:
+            if codec not in (None, "auto"):
                 try:
-                    check_form(name, self.forms)
+                    check_form(codec, self.forms)
                 except ConfigError as exc:
-                    raise ValueError(f"{name}: {exc}") from None
+                    raise ValueError(f"{codec}: {exc}") from None
         return self
 
     @property
