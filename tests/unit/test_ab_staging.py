@@ -57,6 +57,7 @@ class FakeSide:
     starts: list[float] = field(default_factory=list)
     instance: str = "a:9100"
     consumer_errors: float = 0.0
+    topic: str = "orders"
 
 
 def side(
@@ -91,7 +92,7 @@ class Fake:
                 codecs = s.codecs or (s.codec,)
                 return [_sample({"codec": c, "schema": "medium"}, 1) for c in codecs]
             if query == render(TOPICS, sel, span):
-                return [_sample({"topic": "orders", "partition": "0"}, 1)]
+                return [_sample({"topic": s.topic, "partition": "0"}, 1)]
             if query == render(INSTANCES, sel, span):
                 return [_sample({"job": "codec-worker", "instance": s.instance}, 1)]
             total = sum(m for m in s.messages if m is not None)
@@ -323,6 +324,7 @@ class TestWarnings:
         b.messages[3] = b.messages[4] = None
         b.starts = [START + 5.5 * SLICE]
         b.consumer_errors = 2.0
+        b.topic = "orders-b"
         holder.append(Fake({A: a, B: b}, 12))
         status, out, err, report = run(url, tmp_path, 12)
         assert status == 0, err
@@ -337,6 +339,7 @@ class TestWarnings:
             "side B had 20 Kafka consumer errors",
         ):
             assert words in warned and words in out, words
+        assert "read different topics (orders; orders-b)" in out
         assert report["staging"]["usable"] == 10
         assert report["staging"]["same_messages"] is False
         assert report["staging"]["sides"][1]["restarts"] == 1
