@@ -156,6 +156,13 @@ def _sample(labels: dict[str, str], value: float) -> dict[str, Any]:
     return {"metric": labels, "value": [START, str(value)]}
 
 
+@pytest.fixture(autouse=True)
+def no_charts(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Charts (matplotlib, ~1 s a report) in one test only."""
+    if request.node.name != "test_cheaper_side_b_is_better_with_an_interval_below_one":
+        monkeypatch.setattr(staging_cli, "charts", lambda report, out: [])
+
+
 @pytest.fixture
 def prometheus() -> Iterator[tuple[str, list[Fake]]]:
     """A fake Prometheus on 127.0.0.1; the test puts its `Fake` in the list."""
@@ -191,7 +198,9 @@ def prometheus() -> Iterator[tuple[str, list[Fake]]]:
             self.wfile.write(raw)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", holder
@@ -272,6 +281,7 @@ class TestVerdicts:
         md = (tmp_path / "staging" / "report.md").read_text()
         assert "staging report" in md and "batch means" in md
         assert "| lost |" not in md and "| DLQ |" in md  # loss is not measured here
+        assert (tmp_path / "staging" / "cpu_per_message.png").stat().st_size > 0
         assert compare.load(tmp_path / "staging").staging is not None
         before = (tmp_path / "staging" / "report.json").read_bytes()
         assert report_module.main([str(tmp_path / "staging")]) == 2  # never redrawn
