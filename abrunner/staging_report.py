@@ -197,7 +197,8 @@ def comparability(
     if sizes > within:
         warnings.append(
             f"payload bytes per message differ by {100 * sizes:.0f} % (A {ba:,.0f}, "
-            f"B {bb:,.0f}): the sides did not see the same messages"
+            f"B {bb:,.0f}): the sides did not decode the same bytes (different wire "
+            "formats, as in compose's two lanes, or different traffic)"
         )
     if a.schema != b.schema:
         warnings.append(f"the sides decode different schemas: {a.schema}, {b.schema}")
@@ -214,6 +215,13 @@ def comparability(
             f"Both sides read the same topic ({', '.join(a.topics)}) and handled the "
             f"same number of messages of the same size (within {100 * SAME_WITHIN:g} "
             "%): the data shows they saw the same messages."
+        )
+    if a.topics and b.topics and a.topics != b.topics:
+        notes.append(
+            f"The sides read different topics ({', '.join(a.topics)}; "
+            f"{', '.join(b.topics)}): they decode the same values only if their "
+            "producers send the same traffic (compose's lanes: same profile, seed and "
+            "rate)."
         )
     if a.codec == b.codec:
         notes.append(

@@ -57,6 +57,7 @@ class FakeSide:
     starts: list[float] = field(default_factory=list)
     instance: str = "a:9100"
     consumer_errors: float = 0.0
+    topic: str = "orders"
 
 
 def side(
@@ -91,7 +92,7 @@ class Fake:
                 codecs = s.codecs or (s.codec,)
                 return [_sample({"codec": c, "schema": "medium"}, 1) for c in codecs]
             if query == render(TOPICS, sel, span):
-                return [_sample({"topic": "orders", "partition": "0"}, 1)]
+                return [_sample({"topic": s.topic, "partition": "0"}, 1)]
             if query == render(INSTANCES, sel, span):
                 return [_sample({"job": "codec-worker", "instance": s.instance}, 1)]
             total = sum(m for m in s.messages if m is not None)
@@ -155,6 +156,13 @@ def _sample(labels: dict[str, str], value: float) -> dict[str, Any]:
     return {"metric": labels, "value": [START, str(value)]}
 
 
+@pytest.fixture(autouse=True)
+def no_charts(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Charts (matplotlib, ~1 s a report) in one test only."""
+    if request.node.name != "test_cheaper_side_b_is_better_with_an_interval_below_one":
+        monkeypatch.setattr(staging_cli, "charts", lambda report, out: [])
+
+
 @pytest.fixture
 def prometheus() -> Iterator[tuple[str, list[Fake]]]:
     """A fake Prometheus on 127.0.0.1; the test puts its `Fake` in the list."""
@@ -190,7 +198,9 @@ def prometheus() -> Iterator[tuple[str, list[Fake]]]:
             self.wfile.write(raw)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", holder
@@ -271,6 +281,7 @@ class TestVerdicts:
         md = (tmp_path / "staging" / "report.md").read_text()
         assert "staging report" in md and "batch means" in md
         assert "| lost |" not in md and "| DLQ |" in md  # loss is not measured here
+        assert (tmp_path / "staging" / "cpu_per_message.png").stat().st_size > 0
         assert compare.load(tmp_path / "staging").staging is not None
         before = (tmp_path / "staging" / "report.json").read_bytes()
         assert report_module.main([str(tmp_path / "staging")]) == 2  # never redrawn
@@ -323,6 +334,7 @@ class TestWarnings:
         b.messages[3] = b.messages[4] = None
         b.starts = [START + 5.5 * SLICE]
         b.consumer_errors = 2.0
+        b.topic = "orders-b"
         holder.append(Fake({A: a, B: b}, 12))
         status, out, err, report = run(url, tmp_path, 12)
         assert status == 0, err
@@ -337,6 +349,7 @@ class TestWarnings:
             "side B had 20 Kafka consumer errors",
         ):
             assert words in warned and words in out, words
+        assert "read different topics (orders; orders-b)" in out
         assert report["staging"]["usable"] == 10
         assert report["staging"]["same_messages"] is False
         assert report["staging"]["sides"][1]["restarts"] == 1
