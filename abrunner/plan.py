@@ -13,9 +13,9 @@ from typing import Final, NamedTuple
 
 import msgspec
 
-from codec import CODEC_NAMES, REAL_CODECS
+from codec import CODEC_NAMES, REAL_CODECS, check_form
 from schemas.errors import ConfigError
-from schemas.registry import SCHEMA_NAMES
+from schemas.registry import SCHEMA_NAMES, resolve
 
 WARMUP_SEED: Final = 1
 MEASURED_SEED: Final = 2
@@ -78,6 +78,22 @@ class Profile(msgspec.Struct, frozen=True, omit_defaults=True):
         return cls(schema, int(size) if size else None)
 
 
+def _formats_hold_the_schemas(
+    codecs: tuple[str, ...], profiles: tuple[Profile, ...]
+) -> None:
+    """A codec whose format cannot hold a user's schema stops the run at once."""
+    for profile in profiles:
+        if not profile.user:
+            continue
+        for codec in codecs:
+            try:
+                check_form(codec, resolve(profile.schema))
+            except ConfigError as exc:
+                raise ConfigError(
+                    f"--codecs: {codec}: {exc} (leave {codec} out of --codecs)"
+                ) from None
+
+
 class Plan(msgspec.Struct, frozen=True, kw_only=True):
     """What to run: every case is one codec on one profile, `repeat` times.
 
@@ -129,6 +145,7 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
                     f"--codecs: {codec!r} is not a wire codec; "
                     f"choose from {', '.join(REAL_CODECS)}"
                 )
+        _formats_hold_the_schemas(self.codecs, self.profiles)
         if self.baseline not in self.codecs:
             raise ConfigError(
                 f"--baseline {self.baseline!r} is not among --codecs "

@@ -62,7 +62,7 @@ class TestPlan:
 
     def test_defaults(self) -> None:
         p = plan()
-        assert p.baseline == "json-stdlib+pydantic" and len(p.codecs) == 6
+        assert p.baseline == "json-stdlib+pydantic" and len(p.codecs) == 9
         assert p.profiles == (Profile("medium"),)
         assert (p.rate, p.duration, p.warmup, p.repeat) == (40_000, 30, 5, 1)
         assert p.verify and not p.max_mode and p.out_dir == Path("ab-results")

@@ -135,3 +135,11 @@ class TestSettingsRefuse:
         LoadgenSettings.model_validate(
             {"topic": "t", "codec": "avro", "schema": self.SPEC}
         )
+
+    def test_ab_runner(self, capsys: pytest.CaptureFixture[str]) -> None:
+        from abrunner.cli import main as ab_main
+
+        argv = ["--schema", self.SPEC, "--codecs", "msgspec-json,flatbuffers"]
+        assert ab_main([*argv, "--out", "/nonexistent/x"]) == 2
+        err = capsys.readouterr().err
+        assert "--codecs: flatbuffers: schema error: Blobs.chunks" in err
