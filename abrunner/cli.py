@@ -49,7 +49,12 @@ INTERRUPTED: Final = 130
 """128 + SIGINT: what a shell reports for a command stopped by Ctrl-C."""
 
 _FLAGS: Final = (
-    Flag("--codecs", ("codecs",), "comma-separated codec keys", default="every wire codec"),
+    Flag(
+        "--codecs",
+        ("codecs",),
+        "comma-separated codec keys",
+        default="every wire codec",
+    ),
     Flag("--rate", ("rate",), "messages per second", float),
     Flag("--duration", ("duration",), "measured seconds per codec", float),
     Flag("--warmup", ("warmup",), "warm-up seconds per codec", float),
