@@ -18,6 +18,7 @@ $(STAMP): requirements/dev.txt requirements/bootstrap.txt pyproject.toml deploy/
 	$(UV) pip install -q --python $(PY) --require-hashes -r requirements/dev.txt
 	$(UV) pip install -q --python $(PY) --no-deps --no-build-isolation -e .
 	$(PY) -m localkafka resolve
+	$(PY) -c "from codec import check_form; [check_form('flatbuffers', s) for s in ('small', 'medium', 'large')]"
 	touch $(STAMP)
 
 setup: $(STAMP)  ## Install everything: locked Python packages, the project, Kafka's jars

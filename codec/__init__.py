@@ -36,6 +36,7 @@ from codec.base import (
 from codec.capnp_codec import CapnpCodec
 from codec.convert import native_to_builtins
 from codec.flatbuffers_codec import FlatbuffersCodec
+from codec.flatbuffers_gen import generated_modules
 from codec.msgspec_codec import MsgspecJsonCodec, MsgspecMsgpackCodec
 from codec.protobuf_codec import ProtobufCodec
 from codec.pydantic_json import (
@@ -47,7 +48,7 @@ from schemas.errors import ConfigError
 from schemas.registry import SCHEMAS, SchemaForms, SchemaName
 from schemas.to_avro import avro_schema
 from schemas.to_capnp import capnp_form
-from schemas.to_flatbuffers import flatbuffers_form
+from schemas.to_flatbuffers import FbsForm, flatbuffers_form
 from schemas.wire_shape import shape_of
 
 __all__ = [
@@ -122,8 +123,9 @@ _DERIVED_FORMS: Final[dict[str, Callable[[Any], object]]] = {
 def check_form(name: str, schema: SchemaName | SchemaForms) -> None:
     """Refuse a schema codec `name` cannot carry, before anything is built.
 
-    Cheap and in process (a form is derived, nothing generated), so settings
-    validation calls it: a refusal is a configuration error naming the field.
+    Settings validation calls it, so a refusal is a configuration error naming the
+    field. The form is derived in process; for `flatbuffers`, flatc's accessors are
+    generated too (once, cached), so a missing flatc is a configuration error as well.
 
     Raises:
         ConfigError: one line per field codec `name` cannot carry, with the reason.
@@ -191,7 +193,9 @@ def codec_refusal(name: str, schema: SchemaName | SchemaForms) -> str | None:
     derive = _DERIVED_FORMS.get(name)
     if why is None and derive is not None:
         try:
-            derive(shape_of(bound))
+            form = derive(shape_of(bound))
+            if isinstance(form, FbsForm):
+                generated_modules(form)
         except ConfigError as exc:
             why = str(exc)
     return why

@@ -41,7 +41,14 @@ def generated_modules(form: FbsForm) -> dict[str, ModuleType]:
     """
     target = cache_root() / form.namespace
     if not (target / form.namespace / "__init__.py").exists():
-        _generate(form, target)
+        try:
+            _generate(form, target)
+        except OSError as exc:
+            raise ConfigError(
+                f"schema error: flatbuffers: cannot write flatc's output under "
+                f"{target.parent} ({exc.strerror or exc}): set CODEC_AB_CACHE to a "
+                "writable directory"
+            ) from None
     if str(target) not in sys.path:
         sys.path.append(str(target))
     names = set(form.tables.values()) | set(form.entries.values())

@@ -92,7 +92,7 @@ _FLAGS: Final = (
     Flag(
         "--read-fields",
         ("processing", "read_fields"),
-        "for --logic fields: dotted paths a,b.c, or a count k (the first k fields)",
+        "for --logic fields: dotted paths a,b.c, a count k (the first k fields) or all",
     ),
     Flag(
         "--max-attempts",

@@ -3,7 +3,8 @@ needs 2-3 fields of a wide message does (where lazy formats claim their win).
 
 `--read-fields a,b.c` names dotted paths; a path through a list of messages reads
 the rest of the path on every item (`items.quantity`). `--read-fields 3` (a number
-k) reads the first k top-level fields in declaration order. The last field of a
+k) reads the first k top-level fields in declaration order; `all` reads every field
+(with `--logic noop` for decode alone, the Kafka path's three figures). The last field of a
 path is read whole, as `aggregate` reads a field: a nested message every field of
 it, a list every item, a protobuf `Timestamp` converted to a datetime.
 """
@@ -20,12 +21,14 @@ from service.reader import Read, _Compiler
 
 
 def field_paths(shape: MessageShape, spec: str) -> tuple[str, ...]:
-    """The dotted paths `spec` names (`a,b.c`, or a count k: the first k fields).
+    """The dotted paths `spec` names (`a,b.c`; a count k: the first k fields; `all`).
 
     Raises:
         ConfigError: an empty spec, a bad count or a path the schema does not have.
     """
     spec = spec.strip()
+    if spec == "all":  # every field, each read whole: decode + read everything
+        return tuple(f.name for f in shape.fields)
     if spec.isdigit():
         k = int(spec)
         if not 1 <= k <= len(shape.fields):

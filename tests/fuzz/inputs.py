@@ -43,6 +43,9 @@ AUTO_HEADERS: Final[tuple[bytes | None, ...]] = (
     b"application/json",
     b"application/x-msgpack",
     b"application/vnd.google.protobuf",
+    b"application/x-flatbuffers",
+    b"application/capnp",
+    b"avro/binary",
     b" Application/MsgPack ; charset=binary",  # the slow path: params, case, spaces
     b"text/plain",  # unknown: DecodeError before any decoding
 )
@@ -52,6 +55,9 @@ WIRE_CODECS: Final[dict[str, CodecName]] = {
     JSON: "msgspec-json",
     MSGPACK: "msgspec-msgpack",
     PROTOBUF: "protobuf",
+    FLATBUFFERS: "flatbuffers",
+    CAPNP: "capnp",
+    AVRO: "avro",
 }
 """The codec that writes each wire's seeds for `auto`."""
 

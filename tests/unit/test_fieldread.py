@@ -19,6 +19,9 @@ class TestPaths:
     def test_a_count_names_the_first_fields(self) -> None:
         assert field_paths(MEDIUM, "3") == ("event_id", "event_type", "occurred_at_ms")
 
+    def test_all_names_every_field(self) -> None:
+        assert field_paths(MEDIUM, "all") == tuple(f.name for f in MEDIUM.fields)
+
     def test_dotted_paths_are_checked(self) -> None:
         assert field_paths(MEDIUM, "customer.customer_id, items.quantity") == (
             "customer.customer_id",
@@ -34,7 +37,7 @@ class TestPaths:
 
 class TestReads:
     @pytest.mark.parametrize(
-        "spec", ["3", "customer.customer_id,items.quantity", "customer", "items"]
+        "spec", ["3", "customer.customer_id,items.quantity", "customer", "items", "all"]
     )
     def test_every_codec_reads_the_same_count(self, spec: str) -> None:
         read = read_named_fields(MEDIUM, field_paths(MEDIUM, spec))

@@ -135,3 +135,11 @@ class TestSettingsRefuse:
         LoadgenSettings.model_validate(
             {"topic": "t", "codec": "avro", "schema": self.SPEC}
         )
+
+    def test_ab_runner_leaves_the_codec_out(self) -> None:
+        from tests.unit.test_ab_user_schema import plan
+
+        p = plan("--schema", self.SPEC, "--codecs", "msgspec-json,flatbuffers")
+        assert p.codecs == ("msgspec-json",)
+        [(codec, why)] = p.left_out
+        assert codec == "flatbuffers" and "Blobs.chunks" in why
