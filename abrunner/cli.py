@@ -39,8 +39,8 @@ from rich.table import Table
 
 import service.flags as commands
 from abrunner import compare, decisions, notes, rejections, runner, sizing
-from abrunner.config import TOOL, AbSettings
-from abrunner.plan import Plan, Profile
+from abrunner.config import PREFERRED_BASELINE, TOOL, AbSettings
+from abrunner.plan import Plan, Profile, schema_limits
 from abrunner.report import markdown_table, tables, write
 from abrunner.results import CaseResult, Report
 from schemas.errors import ConfigError
@@ -183,11 +183,19 @@ def plan_from_settings(s: AbSettings) -> Plan:
         profiles = [p for p in profiles if p.schema != "large"]
         profiles += [Profile("large", size) for size in s.large_bytes]
     same = {"rate", "duration", "warmup", "repeat", "max_mode", "max_messages"}
+    codecs, left_out, skipped = schema_limits(
+        s.schema_, tuple(s.codecs), synthetic=s.replay is None
+    )
+    baseline = s.chosen_baseline
+    if baseline not in codecs and s.baseline is None:  # the default one, left out
+        baseline = PREFERRED_BASELINE if PREFERRED_BASELINE in codecs else codecs[0]
     return Plan(
         **s.model_dump(include=same | {"partitions", "verify", "bench"}),
-        codecs=tuple(s.codecs),
+        codecs=codecs,
+        left_out=left_out,
+        skipped=skipped,
         profiles=tuple(profiles),
-        baseline=s.chosen_baseline,
+        baseline=baseline,
         out=str(s.out),
         # --worker-arg=--batch-size=1000 is two worker arguments.
         worker_args=tuple(w for a in s.worker_args for w in a.split("=", 1)),

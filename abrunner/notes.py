@@ -130,3 +130,20 @@ def baseline_behind(report: Report) -> str | None:
         "it compares a saturated worker with the others: read them as bounds, or "
         "choose a baseline that keeps up (`--baseline`) or a lower `--rate`."
     )
+
+
+def schema_limits(plan: Plan) -> list[str]:
+    """The codecs left out for the schema, and the checks a measured codec skips."""
+    lines: list[str] = []
+    for codec, why in plan.left_out:
+        reason = why.replace("\n  ", " ").removeprefix("schema error: ")
+        lines += [f"**Left out: `{codec}`**: {reason}.", ""]
+    if plan.skipped:
+        lines += [
+            "Checks your own form makes on decode that a measured codec skips (its "
+            "CPU figure does not include them; `codec-schema check` lists the same):",
+            "",
+            *(f"- {line}" for line in plan.skipped),
+            "",
+        ]
+    return lines

@@ -15,7 +15,9 @@ import msgspec
 
 from codec import CODEC_NAMES, REAL_CODECS
 from schemas.errors import ConfigError
-from schemas.registry import SCHEMA_NAMES
+from schemas.registry import SCHEMA_NAMES, user_schema
+from schemas.semantics import Skipped, skipped_checks
+from schemas.synth import make_payloads
 
 WARMUP_SEED: Final = 1
 MEASURED_SEED: Final = 2
@@ -100,6 +102,10 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
         replay: a recording every case's load generator replays (transcoded into
             the case's codec) instead of synthetic payloads.
         loadgen_args: extra `codec-loadgen` arguments, passed to every run.
+        left_out: codecs asked for that the schema refuses, with why
+            (`UserSchema.refusal`): the others run.
+        skipped: checks the user's own form makes that a measured codec skips,
+            one "codecs: path: check" line each (`schemas.semantics`).
 
     Raises:
         ConfigError: a value is out of range; the message names the flag.
@@ -121,6 +127,8 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     bench: bool = True
     replay: str | None = None
     loadgen_args: tuple[str, ...] = ()
+    left_out: tuple[tuple[str, str], ...] = ()
+    skipped: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for codec in self.codecs:
@@ -207,3 +215,33 @@ class Case(NamedTuple):
         `msgspec-json-shop-Order` (only letters, digits, `.`, `_` and `-`)."""
         label = _UNSAFE.sub("-", self.profile.label).strip("-")[-_MAX_LABEL:]
         return f"{self.codec.replace('+', '-')}-{label}"
+
+
+def schema_limits(
+    spec: str | None, codecs: tuple[str, ...], *, synthetic: bool = True
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """For a user's schema: the codecs that can run it, those left out (with why),
+    and the checks of the user's form a kept codec skips.
+
+    Raises:
+        ConfigError: no codec asked for can run the schema; or, for synthetic
+            payloads, a field none can be made for (every such field named), so
+            that no case starts a worker for nothing.
+    """
+    user = None if spec is None else user_schema(spec)
+    if user is None:
+        return codecs, (), ()
+    if synthetic:
+        make_payloads(user.shape, 1)
+    left_out = tuple(
+        (codec, why) for codec in codecs if (why := user.refusal(codec)) is not None
+    )
+    kept = tuple(c for c in codecs if c not in dict(left_out))
+    if not kept:
+        raise ConfigError("; ".join(why for _, why in left_out))
+    skipped = tuple(
+        Skipped(tuple(c for c in s.codecs if c in kept), s.path, s.check).line()
+        for s in skipped_checks(user.shape, user.source)
+        if any(c in kept for c in s.codecs)
+    )
+    return kept, left_out, skipped

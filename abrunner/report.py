@@ -275,6 +275,7 @@ def markdown(report: Report) -> str:
     ]
     if plan.payloads is not None:
         lines += [plan.payloads, ""]
+    lines += notes.schema_limits(plan)
     if (warning := notes.repeat_warning(plan)) is not None:
         lines += [warning, ""]
     if (cores := notes.cores(report.target_rate)) is not None:

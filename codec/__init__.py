@@ -33,6 +33,7 @@ from codec.pydantic_json import (
     PydanticJsonCodec,
     StdlibJsonPydanticCodec,
 )
+from schemas.errors import ConfigError
 from schemas.registry import SCHEMAS, SchemaForms, SchemaName
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "JsonCodecName",
     "as_decode_error",
     "as_encode_error",
+    "codec_refusal",
     "get_codec",
     "native_to_builtins",
 ]
@@ -99,15 +101,31 @@ def get_codec(
 
     Raises:
         KeyError: for an unknown codec or schema (configuration validates first).
+        ConfigError: the schema has a field codec `name` cannot carry (for
+            `auto`: its JSON or output codec; it leaves out the others).
     """
     bound = SCHEMAS[schema] if isinstance(schema, str) else schema
     factory = CODECS[name]
     if factory is not None:
+        refused = codec_refusal(name, bound)
+        if refused is not None:
+            raise ConfigError(refused)
         return factory(bound)
+    wire: tuple[tuple[str, CodecName], ...] = (
+        (JSON, auto_json),
+        (MSGPACK, "msgspec-msgpack"),
+        (PROTOBUF, "protobuf"),
+    )
     by_type = {
-        JSON: get_codec(auto_json, bound),
-        MSGPACK: get_codec("msgspec-msgpack", bound),
-        PROTOBUF: get_codec("protobuf", bound),
+        content_type: get_codec(codec, bound)
+        for content_type, codec in wire
+        if content_type == JSON or codec_refusal(codec, bound) is None
     }
     output = get_codec(auto_output or auto_json, bound)
     return AutoCodec(by_type, output)
+
+
+def codec_refusal(name: str, schema: SchemaForms) -> str | None:
+    """Why codec `name` cannot run `schema` (one line per field), or None."""
+    refusal = getattr(schema, "refusal", None)
+    return None if refusal is None else str(refusal(name) or "") or None

@@ -38,7 +38,8 @@ class AutoCodec:
 
     Args:
         by_content_type: the codec for each canonical content type (JSON,
-            MessagePack, protobuf).
+            MessagePack, protobuf); a content type left out (a codec the schema
+            cannot run) is decoded as an unknown one.
         output: the codec `encode` writes with; objects of another codec's native
             type are converted first.
     """
@@ -54,6 +55,7 @@ class AutoCodec:
         self._exact: dict[bytes, Codec[Any]] = {
             alias.encode(): by_content_type[canonical]
             for alias, canonical in _ALIASES.items()
+            if canonical in by_content_type  # a codec the schema refused: none
         }
 
     def codec_for(self, content_type: bytes | None) -> Codec[Any]:

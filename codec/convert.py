@@ -17,7 +17,8 @@ def native_to_builtins(obj: Any) -> dict[str, Any]:
         out: dict[str, Any] = msgspec.to_builtins(obj)
         return out
     if isinstance(obj, BaseModel):
-        return obj.model_dump(mode="json")  # bytes, datetimes, enums as JSON has them
+        # bytes, datetimes, enums as JSON has them; keys as the wire has them.
+        return obj.model_dump(mode="json", by_alias=True)
     if isinstance(obj, Message):
         return message_to_builtins(obj)
     raise TypeError(f"not a native message object: {type(obj).__name__}")

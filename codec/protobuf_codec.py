@@ -12,7 +12,7 @@ import datetime
 from typing import Any, Generic, TypeVar
 
 import msgspec
-from google.protobuf import json_format
+from google.protobuf import descriptor_pb2, json_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.internal import api_implementation
 from google.protobuf.message import Message
@@ -54,12 +54,33 @@ def _field_to_builtins(msg: Message, field: Any) -> Any:
 def message_to_builtins(msg: Message) -> dict[str, Any]:
     """Every field of `msg` (defaults included) as dicts, lists and scalars.
 
-    Unlike `MessageToDict`, 64-bit integers stay `int` and names stay snake_case, so
-    the output compares equal to msgspec's and pydantic's. Maps become dicts, an
-    unset `optional` field None, bytes standard base64 and a Timestamp RFC 3339 text
+    Unlike `MessageToDict`, 64-bit integers stay `int` and names stay as declared
+    (a `json_name` given in the file, a derived alias, is the key instead), so the
+    output compares equal to msgspec's and pydantic's. Maps become dicts, an unset
+    `optional` field None, bytes standard base64 and a Timestamp RFC 3339 text
     (what `msgspec.to_builtins` gives for the same values).
     """
-    return {f.name: _field_to_builtins(msg, f) for f in msg.DESCRIPTOR.fields}
+    descriptor = msg.DESCRIPTOR
+    keys = _KEYS.get(descriptor)
+    if keys is None:
+        keys = _KEYS[descriptor] = _wire_keys(descriptor)
+    return {
+        key: _field_to_builtins(msg, f)
+        for key, f in zip(keys, descriptor.fields, strict=True)
+    }
+
+
+_KEYS: dict[Any, tuple[str, ...]] = {}
+"""Each message descriptor's wire keys, in field order (computed once)."""
+
+
+def _wire_keys(descriptor: Any) -> tuple[str, ...]:
+    """The field names, or the `json_name` where the file sets one explicitly."""
+    proto = descriptor_pb2.DescriptorProto()
+    descriptor.CopyToProto(proto)
+    return tuple(
+        f.json_name if f.HasField("json_name") else f.name for f in proto.field
+    )
 
 
 class ProtobufCodec(Generic[P]):

@@ -34,7 +34,7 @@ class _PydanticCodec(Generic[M]):
         self.native_type = model
 
     def to_builtins(self, obj: M, /) -> dict[str, Any]:
-        return obj.model_dump()
+        return obj.model_dump(mode="json", by_alias=True)
 
     def from_builtins(self, data: dict[str, Any], /) -> M:
         # Through JSON: builtins carry datetimes, bytes and enum values as JSON
@@ -64,7 +64,8 @@ class PydanticJsonCodec(_PydanticCodec[M]):
         self.decode_unchecked = model.model_validate_json
 
     def _encode(self, obj: M) -> bytes:
-        return obj.model_dump_json().encode()
+        # by_alias: the keys a service writes (`model_dump_json(by_alias=True)`).
+        return obj.model_dump_json(by_alias=True).encode()
 
 
 class StdlibJsonPydanticCodec(_PydanticCodec[M]):
@@ -79,7 +80,8 @@ class StdlibJsonPydanticCodec(_PydanticCodec[M]):
 
     def _encode(self, obj: M) -> bytes:
         # mode="json": json.dumps cannot write bytes or datetimes.
-        return json.dumps(obj.model_dump(mode="json"), separators=(",", ":")).encode()
+        data = obj.model_dump(mode="json", by_alias=True)
+        return json.dumps(data, separators=(",", ":")).encode()
 
 
 class OrjsonPydanticCodec(_PydanticCodec[M]):
@@ -94,4 +96,4 @@ class OrjsonPydanticCodec(_PydanticCodec[M]):
 
     def _encode(self, obj: M) -> bytes:
         # mode="json": orjson cannot write bytes; the model's own JSON forms apply.
-        return orjson.dumps(obj.model_dump(mode="json"))
+        return orjson.dumps(obj.model_dump(mode="json", by_alias=True))

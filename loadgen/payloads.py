@@ -187,13 +187,13 @@ def make_payloads(
 def entity_field(shape: MessageShape) -> str | None:
     """The field a user's messages are keyed by (`key = "entity"`), if any.
 
-    The first top-level field named `id` or `*_id` that always holds a `str` or an
-    `int`: Kafka keys are usually an entity's id (an order's, a customer's), which
+    The first top-level field named `id` or `*_id` that always holds a `str`, an
+    `int` or a UUID, by its wire key (the payloads' key): Kafka keys are usually an entity's id (an order's, a customer's), which
     keeps one entity's messages in one partition, in order.
     """
     for f in shape.fields:
         named = f.name == "id" or f.name.endswith("_id")
-        plain = isinstance(f.type, Scalar) and f.type.kind in ("str", "int")
+        plain = isinstance(f.type, Scalar) and f.type.kind in ("str", "int", "uuid")
         if named and plain and not f.nullable:
-            return f.name
+            return f.wire
     return None

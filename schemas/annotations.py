@@ -23,17 +23,23 @@ from schemas.shape import (
     MessageShape,
     Refusals,
     Scalar,
+    ScalarKind,
     TypeShape,
     fits_64_bits,
 )
 
-_SCALARS: Final[dict[type, Literal["str", "int", "float", "bool", "datetime"]]] = {
+_SCALARS: Final[dict[type, ScalarKind]] = {
     str: "str",
     bool: "bool",
     int: "int",
     float: "float",
     datetime.datetime: "datetime",
+    uuid.UUID: "uuid",
+    decimal.Decimal: "decimal",
 }
+
+WIDE_INT_CODECS: Final = ("msgspec-msgpack", "protobuf")
+"""The codecs whose wire holds no int past 64 bits (MessagePack, protobuf varints)."""
 
 _REFUSED: Final[dict[Any, str]] = {
     set: "a set has no order or duplicates; protobuf's repeated keeps both: use list[X]",
@@ -45,8 +51,6 @@ _REFUSED: Final[dict[Any, str]] = {
     datetime.time: "no protobuf type decodes to a time of day",
     datetime.timedelta: "timedelta is not mapped (google.protobuf.Duration's JSON "
     "form differs from pydantic's and msgspec's)",
-    uuid.UUID: "no protobuf type decodes to uuid.UUID: use str",
-    decimal.Decimal: "no protobuf type decodes to Decimal exactly: use str or int",
     Any: "Any has no protobuf type",
     object: "object has no protobuf type",
 }
@@ -150,7 +154,12 @@ class AnnotationReader:
     ) -> TypeShape:
         kind = "bytes" if annotation is bytes else _SCALARS[annotation]
         if kind == "int" and not fits_64_bits(bounds):
-            return self._refusals.add(path, "its bounds exceed 64 bits")
+            self._refusals.add(
+                path,
+                "its bounds allow ints past 64 bits, which MessagePack and protobuf "
+                "cannot carry",
+                WIDE_INT_CODECS,
+            )
         scalar = Scalar(kind, bounds)
         if self._check_scalar is not None:
             self._check_scalar(scalar, markers, path)

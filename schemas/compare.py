@@ -6,12 +6,17 @@ values: a dict per message, lists, dicts, and the leaves as decoded. Two codecs 
 when those compare equal leaf by leaf (`diff`): an enum member equals its value only
 if it is a str or int Enum, which is why plain Enums are refused. protobuf's own
 wrappers are the only values converted: a Timestamp becomes an aware UTC datetime, an
-unset `optional` field None, a repeated field a list, a map a dict.
+unset `optional` field None, a repeated field a list, a map a dict, and the strings
+that carry UUIDs and Decimals become `uuid.UUID` and `Decimal` again (text that is
+not one stays text, so it differs from the other codecs' value).
 """
 
 from __future__ import annotations
 
 import datetime
+import decimal
+import uuid
+from collections.abc import Callable
 from typing import Any, Final
 
 from google.protobuf.message import Message
@@ -35,6 +40,23 @@ def read_native(obj: Any, shape: MessageShape) -> dict[str, Any]:
     return {f.name: _read_field(obj, f, proto) for f in shape.fields}
 
 
+def wire_keyed(values: dict[str, Any], shape: MessageShape) -> dict[str, Any]:
+    """`read_native` output keyed as the wires key it (aliases), for `from_builtins`."""
+    return {f.wire: _rekey(values.get(f.name), f.type) for f in shape.fields}
+
+
+def _rekey(value: Any, shape: TypeShape) -> Any:
+    if value is None:
+        return None
+    if isinstance(shape, MessageShape):
+        return wire_keyed(value, shape)
+    if isinstance(shape, ListOf):
+        return [_rekey(v, shape.item) for v in value]
+    if isinstance(shape, MapOf):
+        return {k: _rekey(v, shape.value) for k, v in value.items()}
+    return value
+
+
 def _read_field(obj: Any, f: FieldShape, proto: bool) -> Any:
     if proto and f.nullable and not obj.HasField(f.name):
         return None
@@ -49,9 +71,23 @@ def _read(value: Any, shape: TypeShape, proto: bool) -> Any:
         return [_read(v, shape.item, proto) for v in value]
     if isinstance(shape, MapOf):
         return {k: _read(v, shape.value, proto) for k, v in value.items()}
-    if proto and isinstance(shape, Scalar) and shape.kind == "datetime":
-        return value.ToDatetime(tzinfo=datetime.UTC)
+    if proto and isinstance(shape, Scalar):
+        if shape.kind == "datetime":
+            return value.ToDatetime(tzinfo=datetime.UTC)
+        convert = FROM_TEXT.get(shape.kind)
+        if convert is not None:
+            try:
+                return convert(value)
+            except (ValueError, ArithmeticError):
+                return value
     return value
+
+
+FROM_TEXT: Final[dict[str, Callable[[str], Any]]] = {
+    "uuid": uuid.UUID,
+    "decimal": decimal.Decimal,
+}
+"""The Python value of a protobuf string carrying a UUID or a Decimal."""
 
 
 def diff(

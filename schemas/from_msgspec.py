@@ -28,13 +28,19 @@ _BOUNDS: Final = (
 )
 
 
-def read_struct(struct: type[msgspec.Struct]) -> MessageShape:
+def read_struct(
+    struct: type[msgspec.Struct], refusals: Refusals | None = None
+) -> MessageShape:
     """The shape of `struct` and the Structs it nests.
 
+    Args:
+        struct: the user's Struct.
+        refusals: collects what some codecs cannot carry (`Refusals.by_codec`).
+
     Raises:
-        ConfigError: naming every field that cannot be mapped, with its path.
+        ConfigError: naming every field no form can hold, one line each.
     """
-    refusals = Refusals()
+    refusals = refusals if refusals is not None else Refusals()
     shape = _StructReader(refusals).message(struct, struct.__name__)
     refusals.raise_any()
     return shape
@@ -72,7 +78,12 @@ class _StructReader:
             for info in msgspec.structs.fields(struct)
         )
         self._open.discard(struct)
-        shape = MessageShape(unique_name(struct.__name__, self._names), fields, struct)
+        shape = MessageShape(
+            unique_name(struct.__name__, self._names),
+            fields,
+            struct,
+            forbid_unknown=forbids_unknown_fields(struct),
+        )
         self._done[struct] = shape
         return shape
 
@@ -91,24 +102,18 @@ class _StructReader:
             self._refusals.add(path, "a tagged Struct adds a tag key to the wire")
 
     def _field(self, info: msgspec.structs.FieldInfo, path: str) -> FieldShape:
-        if info.encode_name != info.name:
-            self._refusals.add(path, "rename= changes the wire key; it is not mapped")
+        alias = info.encode_name if info.encode_name != info.name else None
         shape, nullable = self._types.field_type(info.type, [], path)
         default: Any = NO_DEFAULT
         factory: Any = None
         if info.default_factory is not msgspec.NODEFAULT:
-            if info.default_factory in (list, dict):
-                factory = info.default_factory
-            else:
-                self._refusals.add(
-                    path, "only list and dict default factories are mapped"
-                )
+            factory = info.default_factory
         elif info.default is not msgspec.NODEFAULT:
             if isinstance(info.default, msgspec.Struct | list | dict):
                 self._refusals.add(path, "a container default is not carried over")
             else:
                 default = info.default
-        return FieldShape(info.name, shape, nullable, default, factory)
+        return FieldShape(info.name, shape, nullable, default, factory, alias)
 
     def _meta(self, items: list[Any], path: str) -> tuple[Constraints, set[str]]:
         bounds: dict[str, Any] = {}
@@ -124,9 +129,10 @@ class _StructReader:
                         path,
                         "a protobuf Timestamp is an instant: it never equals a "
                         "naive datetime",
+                        ("protobuf",),
                     )
-                elif item.tz:
-                    bounds["tz"] = True
+                if item.tz is not None:
+                    bounds["tz"] = item.tz
             elif not isinstance(item, str):
                 self._refusals.add(
                     path, f"annotation metadata {type(item).__name__} is not mapped"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -20,11 +20,11 @@ from google.protobuf.message import Message
 from pydantic import BaseModel
 
 from schemas.errors import ConfigError
-from schemas.from_msgspec import forbids_unknown_fields, read_struct
+from schemas.from_msgspec import read_struct
 from schemas.from_proto import full_message_name, read_proto
 from schemas.from_pydantic import read_model
 from schemas.proto_parse import parse_proto
-from schemas.shape import MessageShape
+from schemas.shape import MessageShape, Refusals
 from schemas.to_msgspec import build_structs
 from schemas.to_proto import build_file, message_class
 from schemas.to_pydantic import build_models
@@ -44,6 +44,8 @@ class UserSchema:
         shape: what the forms have in common; every derivation starts here.
         source: which form is the user's own.
         proto_file: the protobuf file the `proto` class comes from.
+        refused: codecs that cannot carry some field, by codec name, with one
+            "PATH: REASON" line per field; the other codecs run.
     """
 
     name: str
@@ -53,6 +55,16 @@ class UserSchema:
     shape: MessageShape
     source: SourceKind
     proto_file: descriptor_pb2.FileDescriptorProto
+    refused: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def refusal(self, codec: str) -> str | None:
+        """Why `codec` cannot run this schema (one line per field), or None."""
+        lines = self.refused.get(codec)
+        if not lines:
+            return None
+        where = "".join(f"\n  {line}" for line in lines)
+        fields = "a field" if len(lines) == 1 else f"{len(lines)} fields"
+        return f"schema error: {codec} cannot carry {fields} of {self.name}:{where}"
 
 
 def load_schema(spec: str) -> UserSchema:
@@ -82,8 +94,9 @@ def from_class(cls: object, name: str) -> UserSchema:
     Raises:
         ConfigError: for any other object, or a field that cannot be mapped.
     """
+    refusals = Refusals()
     if isinstance(cls, type) and issubclass(cls, BaseModel):
-        shape = read_model(cls)
+        shape = read_model(cls, refusals)
         file = _derived_file(cls, shape)
         return UserSchema(
             name,
@@ -93,17 +106,23 @@ def from_class(cls: object, name: str) -> UserSchema:
             shape,
             "pydantic",
             file,
+            _by_codec(refusals),
         )
     if isinstance(cls, type) and issubclass(cls, msgspec.Struct):
-        shape = read_struct(cls)
+        shape = read_struct(cls, refusals)
         file = _derived_file(cls, shape)
-        model = build_models(shape, forbid_unknown=forbids_unknown_fields(cls))
+        model = build_models(shape)
         proto = message_class(file, shape.proto_name)
-        return UserSchema(name, cls, model, proto, shape, "msgspec", file)
+        refused = _by_codec(refusals)
+        return UserSchema(name, cls, model, proto, shape, "msgspec", file, refused)
     raise ConfigError(
         f"schema error: {name}: {cls!r} is not a pydantic BaseModel or msgspec "
         "Struct class"
     )
+
+
+def _by_codec(refusals: Refusals) -> dict[str, tuple[str, ...]]:
+    return {codec: tuple(lines) for codec, lines in refusals.by_codec.items()}
 
 
 def _derived_file(cls: type, shape: MessageShape) -> descriptor_pb2.FileDescriptorProto:

@@ -13,12 +13,17 @@ hold was refused while reading the source, with the field's dotted path.
 | `Scalar("bool")` | `bool` | `bool` |
 | `Scalar("bytes")` | `bytes` (standard base64 in JSON) | `bytes` |
 | `Scalar("datetime")` | `datetime` | `google.protobuf.Timestamp` |
+| `Scalar("uuid")` | `uuid.UUID` | `string` (the canonical text, converted back) |
+| `Scalar("decimal")` | `decimal.Decimal` | `string` (the exact text, converted back) |
 | `Choice` of str | a `str` Enum or `Literal` of str | `string` |
 | `Choice` of int | an `IntEnum` or `Literal` of int | `int64` (or the `.proto` enum) |
 | `ListOf` | `list[X]` | `repeated X` |
 | `MapOf` | `dict[K, V]` (K `str` or `int`) | `map<K, V>` |
 | `MessageShape` | a nested model / Struct | a message |
 | nullable field | `X | None` | `optional X` (field presence) |
+
+A field's `alias` is its key on the JSON and MessagePack wires (pydantic's
+`by_alias=True` output, a Struct's `rename`); `name` is the attribute every form has.
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ from typing import Any, Final, Literal, TypeAlias
 
 from schemas.errors import ConfigError
 
-ScalarKind = Literal["str", "int", "float", "bool", "bytes", "datetime"]
+ScalarKind = Literal[
+    "str", "int", "float", "bool", "bytes", "datetime", "uuid", "decimal"
+]
 
 TIMESTAMP: Final = ".google.protobuf.Timestamp"
 """The protobuf type a datetime maps to (an instant with nanosecond resolution)."""
@@ -66,6 +73,8 @@ class Constraints:
     max_length: int | None = None
     pattern: str | None = None
     tz: bool | None = None
+    max_digits: int | None = None
+    decimal_places: int | None = None
 
     def items(self) -> dict[str, Any]:
         """The bounds that are set, by name (`msgspec.Meta` and `Field` keywords)."""
@@ -105,6 +114,8 @@ _PROTO_SCALARS: Final[dict[str, str]] = {
     "bool": "bool",
     "bytes": "bytes",
     "datetime": TIMESTAMP,
+    "uuid": "string",
+    "decimal": "string",
 }
 
 
@@ -151,11 +162,13 @@ class FieldShape:
     """One field of a message.
 
     Attributes:
-        name: the attribute and wire name (aliases are refused).
+        name: the attribute name (the protobuf field name too).
         type: the value's shape.
         nullable: the field accepts None (`X | None`; protobuf field presence).
         default: the default value, or `NO_DEFAULT` when required.
-        default_factory: `list` or `dict` for an empty-container default.
+        default_factory: what makes the default (`list`, `dict`, `uuid.uuid4`...).
+        alias: the key on the JSON and MessagePack wires when it is not `name`
+            (pydantic's alias, a Struct's rename; protobuf's `json_name`).
     """
 
     name: str
@@ -163,6 +176,12 @@ class FieldShape:
     nullable: bool = False
     default: Any = NO_DEFAULT
     default_factory: Callable[[], Any] | None = None
+    alias: str | None = None
+
+    @property
+    def wire(self) -> str:
+        """The field's key on the JSON and MessagePack wires."""
+        return self.alias or self.name
 
     @property
     def required(self) -> bool:
@@ -179,12 +198,19 @@ class MessageShape:
         fields: in declaration order (protobuf field numbers follow it from 1).
         source: the user's class this shape was read from, if any.
         proto_name: the full protobuf name, when read from a `.proto` file.
+        forbid_unknown: the source rejects unknown fields (pydantic's
+            `extra="forbid"`, a Struct's `forbid_unknown_fields`); the derived
+            Python forms follow it.
+        lax: the source coerces values (a pydantic model's default lax mode:
+            "42" is an int), which the strict derived forms do not.
     """
 
     name: str
     fields: tuple[FieldShape, ...] = ()
     source: type | None = None
     proto_name: str = ""
+    forbid_unknown: bool = True
+    lax: bool = False
 
 
 TypeShape: TypeAlias = Scalar | Choice | ListOf | MapOf | MessageShape
@@ -267,29 +293,47 @@ def unique_name(base: str, taken: set[str]) -> str:
 
 @dataclass(slots=True)
 class Refusals:
-    """Collects every unmappable field, so one error names them all."""
+    """Collects every unmappable field, so one error names them all.
+
+    A refusal names the codecs it concerns: none (every form) makes the schema
+    unusable; some (e.g. only `protobuf`) leave the schema usable with the others.
+    """
 
     found: list[str] = field(default_factory=list)
+    by_codec: dict[str, list[str]] = field(default_factory=dict)
 
-    def add(self, path: str, reason: str) -> Scalar:
+    def add(self, path: str, reason: str, codecs: tuple[str, ...] = ()) -> Scalar:
         """Record a refusal; return a placeholder shape so reading can go on."""
-        self.found.append(f"{path}: {reason}")
+        if codecs:
+            for codec in codecs:
+                self.by_codec.setdefault(codec, []).append(f"{path}: {reason}")
+        else:
+            self.found.append(f"{path}: {reason}")
         return Scalar("str")
 
     def raise_any(self) -> None:
-        """Raise `ConfigError` naming every refusal, if there were any.
+        """Raise `ConfigError` naming every refusal, one line per field.
 
         Raises:
-            ConfigError: "schema error: PATH: REASON[; PATH: REASON...]".
+            ConfigError: "schema error: PATH: REASON" for one refusal; for more,
+                "schema error: N fields cannot be mapped:" and a line for each.
         """
+        if len(self.found) == 1:
+            raise ConfigError("schema error: " + self.found[0])
         if self.found:
-            raise ConfigError("schema error: " + "; ".join(self.found))
+            raise ConfigError(refusal_text(self.found))
+
+
+def refusal_text(found: list[str]) -> str:
+    """Several refusals as one error text, a line per field."""
+    lines = "".join(f"\n  {line}" for line in found)
+    return f"schema error: {len(found)} fields cannot be mapped:{lines}"
 
 
 def describe(shape: TypeShape) -> str:
     """A short Python-like name of a shape, for summaries and messages."""
     if isinstance(shape, Scalar):
-        return shape.kind
+        return _SCALAR_NAMES.get(shape.kind, shape.kind)
     if isinstance(shape, Choice):
         if shape.enum is not None:
             return shape.enum.__name__
@@ -299,3 +343,6 @@ def describe(shape: TypeShape) -> str:
     if isinstance(shape, MapOf):
         return f"dict[{describe(shape.key)}, {describe(shape.value)}]"
     return shape.name
+
+
+_SCALAR_NAMES: Final = {"uuid": "UUID", "decimal": "Decimal"}

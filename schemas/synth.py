@@ -9,6 +9,12 @@ written as JSON carries them, so that every form reads them back exactly:
 | --- | --- |
 | datetime | RFC 3339 text in UTC with microseconds (`2026-03-01T12:00:00.123456Z`) |
 | bytes | standard base64 text |
+| UUID | its canonical text (version 4) |
+| Decimal | its text, with `decimal_places` places (2 when unset) and `max_digits` digits |
+| str with a `pattern` | a string the pattern matches (`schemas.patterns`) |
+
+Keys are the wire keys (a field's alias, else its name), as `model_dump(by_alias=True)`
+and every codec's `from_builtins` have them.
 | enum | the member's value |
 | map with int keys | a dict with int keys |
 """
@@ -17,12 +23,15 @@ from __future__ import annotations
 
 import base64
 import datetime
+import decimal
 import random
 import string
+import uuid
 from dataclasses import dataclass
 from typing import Any, Final
 
 from schemas.errors import ConfigError
+from schemas.patterns import matching, unsupported
 from schemas.shape import (
     Choice,
     Constraints,
@@ -34,6 +43,8 @@ from schemas.shape import (
     TypeShape,
     int_range,
     int_width,
+    messages,
+    refusal_text,
 )
 
 _ALPHABET: Final = string.ascii_letters + string.digits + " -_.éüß€"
@@ -80,9 +91,10 @@ def make_payloads(
     """`count` varied payloads of `shape`, reproducible from `seed`.
 
     Raises:
-        ConfigError: when a field's bounds leave nothing to generate (e.g. a
-            string `pattern`, which no generator here can satisfy in general).
+        ConfigError: when a field's bounds leave nothing to generate (a string
+            `pattern` with look-arounds, say): every such field, a line each.
     """
+    _check_patterns(shape)
     synth = _Synth(random.Random(seed), options or SynthOptions())  # noqa: S311  (seeded test data, not secrets)
     return [synth.message(shape, shape.name) for _ in range(count)]
 
@@ -93,7 +105,7 @@ class _Synth:
         self._options = options
 
     def message(self, shape: MessageShape, path: str) -> dict[str, Any]:
-        return {f.name: self._field(f, f"{path}.{f.name}") for f in shape.fields}
+        return {f.wire: self._field(f, f"{path}.{f.name}") for f in shape.fields}
 
     def _field(self, f: FieldShape, path: str) -> Any:
         if f.nullable and self._rng.random() < self._options.none_ratio:
@@ -126,12 +138,13 @@ class _Synth:
         rng, bounds = self._rng, shape.constraints
         if shape.kind == "str":
             if bounds.pattern is not None:
-                raise ConfigError(
-                    f"schema error: {path}: cannot synthesize strings for the "
-                    f"pattern {bounds.pattern!r}"
-                )
+                return self._matching(bounds, path)
             n = self._length(self._options.str_len, bounds, path)
             return "".join(rng.choice(_ALPHABET) for _ in range(n))
+        if shape.kind == "uuid":
+            return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        if shape.kind == "decimal":
+            return self._decimal(bounds, path)
         if shape.kind == "int":
             return self._int(bounds, path)
         if shape.kind == "float":
@@ -145,6 +158,34 @@ class _Synth:
             seconds=rng.randrange(_SPAN_S), microseconds=rng.randrange(1_000_000)
         )
         return moment.isoformat().replace("+00:00", "Z")
+
+    def _matching(self, bounds: Constraints, path: str) -> str:
+        assert bounds.pattern is not None  # noqa: S101  (the caller checked)
+        text = matching(
+            bounds.pattern, self._rng, bounds.min_length or 0, bounds.max_length
+        )
+        if text is None:
+            raise ConfigError(
+                f"schema error: {path}: no string of its lengths matches the "
+                f"pattern {bounds.pattern!r}"
+            )
+        return text
+
+    def _decimal(self, bounds: Constraints, path: str) -> str:
+        places = 2 if bounds.decimal_places is None else bounds.decimal_places
+        digits = bounds.max_digits
+        # The largest magnitude the digits allow, in units of the last place.
+        most = 10**digits - 1 if digits is not None else None
+        scale = 10**places
+        lo = _bound(bounds.ge, bounds.gt, _DEFAULT_FLOATS[0], max)
+        hi = _bound(bounds.le, bounds.lt, _DEFAULT_FLOATS[1], min)
+        low, high = int(-(-lo * scale // 1)), int(hi * scale // 1)
+        if most is not None:
+            low, high = max(low, -most), min(high, most)
+        if low > high:
+            raise ConfigError(f"schema error: {path}: no Decimal fits its bounds")
+        value = decimal.Decimal(self._rng.randint(low, high)).scaleb(-places)
+        return format(value, "f")
 
     def _length(self, wanted: tuple[int, int], bounds: Constraints, path: str) -> int:
         lo = max(wanted[0], bounds.min_length or 0)
@@ -201,3 +242,27 @@ def _bound(
         # Step just inside an exclusive bound: 1e-4 matches the rounding above.
         value = pick(value, float(exclusive) + (1e-4 if pick is max else -1e-4))
     return value
+
+
+def _check_patterns(root: MessageShape) -> None:
+    """Refuse every pattern no string can be made for, a line per field."""
+    found: list[str] = []
+    for msg in messages(root):
+        for f in msg.fields:
+            for leaf in _leaves(f.type):
+                pattern = leaf.constraints.pattern
+                why = None if pattern is None else unsupported(pattern)
+                if why is not None:
+                    found.append(f"{msg.name}.{f.name}: {why}")
+    if len(found) == 1:
+        raise ConfigError("schema error: " + found[0])
+    if found:
+        raise ConfigError(refusal_text(found))
+
+
+def _leaves(shape: TypeShape) -> list[Scalar]:
+    if isinstance(shape, ListOf):
+        return _leaves(shape.item)
+    if isinstance(shape, MapOf):
+        return [shape.key, *_leaves(shape.value)]
+    return [shape] if isinstance(shape, Scalar) else []

@@ -51,7 +51,9 @@ def build_file(
     """A proto3 file with one top-level message per message shape.
 
     Field numbers follow declaration order from 1; a nullable field is `optional`
-    (explicit presence), so None and a zero value stay distinct on the wire.
+    (explicit presence), so None and a zero value stay distinct on the wire. Field
+    names are the attribute names (identifiers); an alias is kept as `json_name`.
+    UUIDs and Decimals are strings (their canonical and exact text).
     """
     file = descriptor_pb2.FileDescriptorProto(
         name=filename, package=package, syntax="proto3"
@@ -93,6 +95,8 @@ def _add_field(
     desc: descriptor_pb2.DescriptorProto, f: FieldShape, number: int, package: str
 ) -> None:
     field = desc.field.add(name=f.name, number=number, label=FieldProto.LABEL_OPTIONAL)
+    if f.alias:
+        field.json_name = f.alias
     if f.nullable:
         field.proto3_optional = True
     shape = f.type

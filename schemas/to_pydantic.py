@@ -1,11 +1,12 @@
 """Derive pydantic v2 models from a shape (for a msgspec Struct or `.proto` source).
 
 Derived models are strict and frozen like `schemas.pydantic_models`, and forbid
-unknown fields when the source does. One exception keeps the two-pass codecs
-(`model_validate(json.loads(data))`) working: values that JSON can only carry as a
-string or a number of another kind (datetimes, base64 bytes, enum values, int map
-keys) are validated leniently (`Strict(False)`) so that Python-mode validation accepts
-them as `json.loads` returns them; everything JSON types natively stays strict.
+unknown fields when the source does. Aliases are the wire keys (`Field(alias=...)`).
+One exception keeps the two-pass codecs (`model_validate(json.loads(data))`)
+working: values that JSON can only carry as a string or a number of another kind
+(datetimes, base64 bytes, UUIDs, Decimals, enum values, int map keys) are validated
+leniently (`Strict(False)`) so that Python-mode validation accepts them as
+`json.loads` returns them; everything JSON types natively stays strict.
 """
 
 from __future__ import annotations
@@ -33,21 +34,23 @@ from schemas.to_msgspec import DERIVED_MODULE, PYTHON_TYPES
 _LENIENT: Final = Strict(False)
 
 
-def build_models(root: MessageShape, *, forbid_unknown: bool = True) -> type[BaseModel]:
+def build_models(root: MessageShape) -> type[BaseModel]:
     """The model for `root`, built after the models it nests.
+
+    Each model forbids unknown fields when its message shape does.
 
     Raises:
         ConfigError: when a field name collides with a `BaseModel` attribute.
     """
-    config = ConfigDict(
-        strict=True,
-        extra="forbid" if forbid_unknown else "ignore",
-        frozen=True,
-        protected_namespaces=(),
-    )
     refusals = Refusals()
     built: dict[int, type[BaseModel]] = {}
     for msg in messages(root):
+        config = ConfigDict(
+            strict=True,
+            extra="forbid" if msg.forbid_unknown else "ignore",
+            frozen=True,
+            protected_namespaces=(),
+        )
         fields: dict[str, Any] = {f.name: _field(f, built) for f in msg.fields}
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -70,8 +73,9 @@ def _field(f: FieldShape, built: dict[int, type[BaseModel]]) -> tuple[Any, Any]:
     if f.nullable:
         annotation = annotation | None
     if f.default_factory is not None:
-        return annotation, Field(default_factory=f.default_factory)
-    return annotation, (... if f.required else f.default)
+        return annotation, Field(default_factory=f.default_factory, alias=f.alias)
+    default = ... if f.required else f.default
+    return annotation, (Field(default, alias=f.alias) if f.alias else default)
 
 
 def annotation_of(shape: TypeShape, built: dict[int, type[BaseModel]]) -> Any:
@@ -103,4 +107,6 @@ def _scalar(shape: Scalar) -> Any:
             pydantic.AwareDatetime if shape.constraints.tz else PYTHON_TYPES["datetime"]
         )
         return Annotated[base, _LENIENT]
+    if shape.kind in ("uuid", "decimal"):
+        return Annotated[PYTHON_TYPES[shape.kind], _LENIENT]
     return PYTHON_TYPES[shape.kind]

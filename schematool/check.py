@@ -20,6 +20,7 @@ from codec.base import JSON
 from schemas.compare import diff, read_native
 from schemas.errors import ConfigError
 from schemas.loader import UserSchema
+from schemas.semantics import Skipped, skipped_checks
 from schemas.synth import SynthOptions, make_payloads
 from schematool.codecs import WIRE_CODECS, user_codec
 
@@ -59,6 +60,8 @@ class CheckReport:
     seed: int
     reference: str
     findings: dict[tuple[str, str], Finding] = field(default_factory=dict)
+    skipped: list[Skipped] = field(default_factory=list)
+    """Checks your own form makes on decode that a codec skips (not a failure)."""
 
     @property
     def ok(self) -> bool:
@@ -99,6 +102,11 @@ def run_check(
     preferred = _REFERENCE[schema.source]
     reference = preferred if preferred in built else next(iter(built))
     report = CheckReport(schema.name, tuple(built), count, seed, reference)
+    report.skipped = [
+        Skipped(tuple(c for c in s.codecs if c in built), s.path, s.check)
+        for s in skipped_checks(schema.shape, schema.source)
+        if any(c in built for c in s.codecs)
+    ]
     payloads = make_payloads(schema.shape, count, seed=seed, options=options)
     for index, payload in enumerate(payloads):
         _check_payload(schema, built, payload, index, report)
@@ -187,6 +195,12 @@ def render(report: CheckReport) -> str:
         lines.append(
             f"  {codec:<{width}}  {'ok' if n == 0 else f'{n} disagreement(s)'}"
         )
+    if report.skipped:
+        lines.append(
+            f"checks your own form makes that a codec skips ({len(report.skipped)}; "
+            "that codec's CPU figure does not include them):"
+        )
+        lines += [f"  {s.line()}" for s in report.skipped]
     if report.ok:
         lines.append("all codecs agree")
         return "\n".join(lines)

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from typing import Final
 
 from schemas.errors import ConfigError
-from schemas.from_msgspec import forbids_unknown_fields
 from schemas.loader import UserSchema, load_schema
 from schemas.synth import SynthOptions
 from schematool.check import render, run_check
@@ -169,8 +168,7 @@ def derive_text(schema: UserSchema, form: str) -> str:
         elif one == "msgspec":
             text = msgspec_source(schema)
         elif one == "pydantic":
-            forbid = schema.source != "msgspec" or forbids_unknown_fields(schema.struct)
-            text = pydantic_source(schema, forbid_unknown=forbid)
+            text = pydantic_source(schema)
         else:
             comment = (
                 f"Derived by codec-schema from {schema.name}.\n"

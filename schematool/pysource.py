@@ -8,9 +8,11 @@ first so that no annotation is a forward reference.
 from __future__ import annotations
 
 import datetime
+import decimal
 import enum
 import json
 import re
+import uuid
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
@@ -25,6 +27,7 @@ from schemas.shape import (
     TypeShape,
     messages,
 )
+from schemas.to_msgspec import msgspec_bounds
 
 Flavor = Literal["msgspec", "pydantic"]
 
@@ -35,11 +38,12 @@ _BASES: Final[dict[str, str]] = {
     "bool": "bool",
     "bytes": "bytes",
     "datetime": "datetime.datetime",
+    "uuid": "uuid.UUID",
+    "decimal": "decimal.Decimal",
 }
 _HEADER: Final = '"""{what} derived by codec-schema from {spec}."""\n'
-_STRUCT_OPTIONS: Final = (
-    "frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False"
-)
+_STRUCT_OPTIONS: Final = "frozen=True, kw_only=True, forbid_unknown_fields={}, gc=False"
+_MODULES: Final = ("datetime", "decimal", "enum", "uuid")
 
 
 def annotation_text(shape: TypeShape, flavor: Flavor) -> str:
@@ -63,6 +67,9 @@ def annotation_text(shape: TypeShape, flavor: Flavor) -> str:
     bounds = shape.constraints.items()
     if flavor == "pydantic":
         bounds.pop("tz", None)
+    else:
+        kind = shape.kind if isinstance(shape, Scalar) else ""
+        bounds, _ = msgspec_bounds(shape.constraints, kind)
     if not bounds:
         return base
     args = ", ".join(f"{k}={v!r}" for k, v in bounds.items())
@@ -75,12 +82,27 @@ def field_text(f: FieldShape, flavor: Flavor) -> str:
     text = f"{f.name}: {annotation_text(f.type, flavor)}"
     if f.nullable:
         text += " | None"
+    maker = "msgspec.field" if flavor == "msgspec" else "Field"
+    named = "name" if flavor == "msgspec" else "alias"
+    alias = f"{named}={_literal(f.alias)}" if f.alias else ""
     if f.default_factory is not None:
-        maker = "msgspec.field" if flavor == "msgspec" else "Field"
-        return f"{text} = {maker}(default_factory={f.default_factory.__name__})"
+        factory = f"default_factory={_callable(f.default_factory)}"
+        return f"{text} = {maker}({', '.join(filter(None, [factory, alias]))})"
     if not f.required:
-        return f"{text} = {_value(f.default)}"
-    return text
+        default = _value(f.default)
+        if not alias:
+            return f"{text} = {default}"
+        # msgspec.field takes keywords only; pydantic's Field the default first.
+        keyword = "default=" if flavor == "msgspec" else ""
+        return f"{text} = {maker}({keyword}{default}, {alias})"
+    return f"{text} = {maker}({alias})" if alias else text
+
+
+def _callable(factory: Any) -> str:
+    """How source text names a default factory (`list`, `uuid.uuid4`)."""
+    module = getattr(factory, "__module__", "builtins")
+    name = getattr(factory, "__qualname__", repr(factory))
+    return name if module == "builtins" else f"{module}.{name}"
 
 
 def msgspec_source(schema: UserSchema) -> str:
@@ -88,11 +110,11 @@ def msgspec_source(schema: UserSchema) -> str:
     return _module(schema, "msgspec", "msgspec Structs", _struct_class)
 
 
-def pydantic_source(schema: UserSchema, *, forbid_unknown: bool = True) -> str:
+def pydantic_source(schema: UserSchema) -> str:
     """The pydantic models of `schema` as a module."""
-    extra = "forbid" if forbid_unknown else "ignore"
 
     def model_class(msg: MessageShape) -> list[str]:
+        extra = "forbid" if msg.forbid_unknown else "ignore"
         return [
             f"class {msg.name}(BaseModel):",
             f'    model_config = ConfigDict(strict=True, extra="{extra}", frozen=True, '
@@ -105,7 +127,8 @@ def pydantic_source(schema: UserSchema, *, forbid_unknown: bool = True) -> str:
 
 def _struct_class(msg: MessageShape) -> list[str]:
     body = [f"    {field_text(f, 'msgspec')}" for f in msg.fields] or ["    pass"]
-    return [f"class {msg.name}(msgspec.Struct, {_STRUCT_OPTIONS}):", *body]
+    options = _STRUCT_OPTIONS.format(msg.forbid_unknown)
+    return [f"class {msg.name}(msgspec.Struct, {options}):", *body]
 
 
 def _module(
@@ -123,7 +146,8 @@ def _module(
 
 def _imports(ordered: list[MessageShape], body: str, flavor: Flavor) -> str:
     """Only what `body` uses, so that the file passes a linter as written."""
-    stdlib = [f"import {m}" for m in ("datetime", "enum") if f"{m}." in body]
+    modules = {*_MODULES, *_factory_modules(ordered)}
+    stdlib = [f"import {m}" for m in sorted(modules) if re.search(rf"\b{m}\.", body)]
     typing = [n for n in ("Annotated", "Literal") if f"{n}[" in body]
     if typing:
         stdlib.append(f"from typing import {', '.join(typing)}")
@@ -150,6 +174,12 @@ def _imports(ordered: list[MessageShape], body: str, flavor: Flavor) -> str:
     )
     groups = [stdlib, third, own]
     return "\n\n".join("\n".join(g) for g in groups if g)
+
+
+def _factory_modules(ordered: list[MessageShape]) -> set[str]:
+    factories = [f.default_factory for m in ordered for f in m.fields]
+    names = {getattr(f, "__module__", "builtins") for f in factories if f is not None}
+    return names - {"builtins"}
 
 
 def _enum_classes(ordered: list[MessageShape]) -> list[str]:
@@ -192,6 +222,8 @@ def _scalar(shape: Scalar, flavor: Flavor) -> str:
     if shape.kind == "datetime":
         base = "AwareDatetime" if shape.constraints.tz else "datetime.datetime"
         return f"Annotated[{base}, Strict(False)]"
+    if shape.kind in ("uuid", "decimal"):
+        return f"Annotated[{_BASES[shape.kind]}, Strict(False)]"
     return _BASES[shape.kind]
 
 
@@ -207,4 +239,6 @@ def _value(value: Any) -> str:
         return repr(value).replace("datetime.timezone.utc", "datetime.UTC")
     if isinstance(value, str):
         return _literal(value)
+    if isinstance(value, uuid.UUID | decimal.Decimal):
+        return f"{type(value).__module__}.{type(value).__name__}({str(value)!r})"
     return repr(value)

@@ -8,6 +8,7 @@ import msgspec
 from pydantic import BaseModel, Strict
 
 from schemas.loader import UserSchema
+from schemas.semantics import skipped_checks
 from schemas.shape import (
     Choice,
     FieldShape,
@@ -17,6 +18,7 @@ from schemas.shape import (
     Scalar,
     TypeShape,
     describe,
+    messages,
 )
 from schematool.protosource import field_declaration, find_message
 
@@ -29,7 +31,10 @@ def render_show(schema: UserSchema) -> str:
     lines = [f"schema {schema.name}", *_forms(schema), ""]
     rows: list[tuple[str, ...]] = [_HEADERS]
     seen: set[int] = set()
-    _rows(schema, schema.shape, schema.shape.name, rows, seen)
+    skips: dict[str, list[str]] = {}
+    for skip in skipped_checks(schema.shape, schema.source):
+        skips.setdefault(skip.path, []).append(f"{skip.who()} {skip.check}")
+    _rows(schema, schema.shape, schema.shape.name, rows, seen, skips)
     widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADERS) - 1)]
     for row in rows:
         cells = [cell.ljust(w) for cell, w in zip(row, widths, strict=False)]
@@ -47,14 +52,22 @@ def _forms(schema: UserSchema) -> list[str]:
     }
     derived = {
         "pydantic": f"{model.__name__}, derived (strict; JSON-string values lenient)",
-        "msgspec": f"{struct.__name__}, derived (strict, frozen, forbids unknown fields)",
-        "proto": f"{schema.shape.proto_name}, derived proto3 in {schema.proto_file.name}",
+        "msgspec": f"{struct.__name__}, derived (strict, frozen, "
+        f"{_struct_options(struct)}{_renamed(schema)})",
+        "proto": f"{schema.shape.proto_name}, derived proto3, built in memory (no "
+        f"file written; `codec-schema derive {schema.name} --form proto > "
+        f"{schema.proto_file.name}` writes it)",
     }
     label = {"pydantic": "pydantic", "msgspec": "msgspec", "proto": "protobuf"}
     return [
         f"  {label[form]:<9} {(yours if form == schema.source else derived)[form]}"
         for form in ("pydantic", "msgspec", "proto")
     ]
+
+
+def _renamed(schema: UserSchema) -> str:
+    aliased = any(f.alias for m in messages(schema.shape) for f in m.fields)
+    return "; your aliases are its wire keys" if aliased else ""
 
 
 def _qualified(cls: type) -> str:
@@ -67,6 +80,7 @@ def _rows(
     path: str,
     rows: list[tuple[str, ...]],
     seen: set[int],
+    skips: dict[str, list[str]],
 ) -> None:
     seen.add(id(msg))
     desc = find_message(schema.proto_file, msg.proto_name)
@@ -77,11 +91,12 @@ def _rows(
         if bounds:
             typ += f" ({bounds})"
         proto = field_declaration(by_name[f.name], desc, schema.proto_file)
-        notes = _notes(msg, f, own_proto=schema.source == "proto")
-        rows.append((f"{path}.{f.name}", typ, proto, "; ".join(notes)))
+        where = f"{path}.{f.name}"
+        notes = [*_notes(msg, f), *skips.get(where, [])]
+        rows.append((where, typ, proto, "; ".join(notes)))
         for inner, suffix in _nested(f.type):
             if id(inner) not in seen:
-                _rows(schema, inner, f"{path}.{f.name}{suffix}", rows, seen)
+                _rows(schema, inner, where + suffix, rows, seen, skips)
 
 
 def _nested(shape: TypeShape) -> list[tuple[MessageShape, str]]:
@@ -102,7 +117,7 @@ def _bounds(shape: TypeShape) -> str:
     return ""
 
 
-def _notes(msg: MessageShape, f: FieldShape, *, own_proto: bool) -> list[str]:
+def _notes(msg: MessageShape, f: FieldShape) -> list[str]:
     shape, notes = f.type, []
     leaf = shape.item if isinstance(shape, ListOf) else shape
     if f.nullable:
@@ -111,13 +126,14 @@ def _notes(msg: MessageShape, f: FieldShape, *, own_proto: bool) -> list[str]:
         notes.append("a Timestamp is an instant: send timezone-aware datetimes")
     if isinstance(leaf, Scalar) and leaf.kind == "bytes":
         notes.append("standard base64 in JSON")
+    if isinstance(leaf, Scalar) and leaf.kind in ("uuid", "decimal"):
+        notes.append("protobuf carries its text, converted back when read")
+    if f.alias:
+        notes.append(f"wire key {f.alias!r} (protobuf json_name)")
     if isinstance(leaf, Choice) and leaf.enum is not None and not leaf.generated:
         notes.append(
             f"protobuf holds the value, which == the {leaf.enum.__name__} member"
         )
-    # A .proto's own bounds are its integer types' ranges, which protobuf checks too.
-    if not own_proto and (_bounds(shape) or _bounds(leaf)):
-        notes.append("bounds checked by pydantic and msgspec, not by protobuf")
     if _string_carried(shape) and _strict_pydantic(msg.source, f.name):
         notes.append(
             f"strict model: {_STRING_CARRIED} read it as a JSON string and reject "

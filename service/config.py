@@ -12,7 +12,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from codec import Codec, CodecName, JsonCodecName, get_codec
+from codec import Codec, CodecName, JsonCodecName, codec_refusal, get_codec
 from schemas.loader import UserSchema
 from schemas.registry import Schema, SchemaSpec, resolve
 from service.connection import KafkaConnection, refuse_keys
@@ -76,6 +76,22 @@ class CodecSettings(_Section):
         if value == "auto":
             raise ValueError("a shadow decodes with one codec: any key but auto")
         return value
+
+    @model_validator(mode="after")
+    def _codecs_carry_the_schema(self) -> CodecSettings:
+        # Only the codecs this worker builds: protobuf's limits never refuse
+        # `--codec msgspec-json`. `auto` leaves out what the schema refuses.
+        forms = self.forms
+        if not isinstance(forms, UserSchema):
+            return self
+        built = [self.name, self.shadow]
+        if self.name == "auto":
+            built += [self.auto_json, self.auto_output]
+        for codec in built:
+            why = None if codec in (None, "auto") else codec_refusal(codec, forms)
+            if why is not None:
+                raise ValueError(why)
+        return self
 
     @property
     def forms(self) -> Schema | UserSchema:

@@ -15,6 +15,7 @@ What each form pays for, so that no codec skips a step the others take:
 | scalar, enum, Literal | the attribute | the attribute (upb converts it) |
 | `X | None` | the attribute (None or X) | `HasField`, then the attribute |
 | datetime | the attribute (parsed when decoded) | `Timestamp.ToDatetime(tzinfo=UTC)` |
+| UUID, Decimal | the attribute (parsed when decoded) | `UUID(text)`, `Decimal(text)` |
 | list, map | every item / entry | every item / entry |
 | nested message | every field of it | every field of it |
 
@@ -26,8 +27,10 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
+from decimal import Decimal
 from operator import attrgetter
 from typing import Any, Final, TypeAlias
+from uuid import UUID
 
 from google.protobuf.message import Message
 
@@ -70,6 +73,22 @@ def _one(_value: Any) -> int:
 
 def _timestamp(value: Any) -> int:
     value.ToDatetime(tzinfo=_UTC)  # what the other forms hold already
+    return 1
+
+
+def _uuid(value: Any) -> int:
+    try:  # noqa: SIM105  (cheaper than contextlib.suppress, per value)
+        UUID(value)  # what the other forms hold already
+    except ValueError:
+        pass  # not a UUID: protobuf does not check it (codec-schema check says so)
+    return 1
+
+
+def _decimal(value: Any) -> int:
+    try:  # noqa: SIM105  (cheaper than contextlib.suppress, per value)
+        Decimal(value)  # what the other forms hold already
+    except ArithmeticError:
+        pass  # not a number: protobuf does not check it (codec-schema check says so)
     return 1
 
 
@@ -126,11 +145,14 @@ class _Compiler:
         if self._proto and f.nullable:
             return False
         return isinstance(f.type, Choice) or (
-            isinstance(f.type, Scalar) and not self._timestamp(f.type)
+            isinstance(f.type, Scalar) and self._converter(f.type) is None
         )
 
-    def _timestamp(self, shape: TypeShape) -> bool:
-        return self._proto and isinstance(shape, Scalar) and shape.kind == "datetime"
+    def _converter(self, shape: TypeShape) -> Read | None:
+        """What turns a protobuf value into the other forms' (None: nothing)."""
+        if not (self._proto and isinstance(shape, Scalar)):
+            return None
+        return _CONVERTERS.get(shape.kind)
 
     def value(self, shape: TypeShape) -> Read:
         """The reader of one value of `shape` (not None)."""
@@ -146,4 +168,11 @@ class _Compiler:
             if entry is _one:
                 return _count_entries
             return lambda entries: sum(map(entry, dict(entries).values()))
-        return _timestamp if self._timestamp(shape) else _one
+        return self._converter(shape) or _one
+
+
+_CONVERTERS: Final[dict[str, Read]] = {
+    "datetime": _timestamp,
+    "uuid": _uuid,
+    "decimal": _decimal,
+}

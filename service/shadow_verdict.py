@@ -10,7 +10,7 @@ import msgspec
 import pydantic
 
 from codec import AutoCodec, Codec
-from schemas.compare import diff, read_native
+from schemas.compare import diff, read_native, wire_keyed
 from schemas.errors import CodecError, DecodeError
 from schemas.from_msgspec import read_struct
 from schemas.registry import SchemaForms
@@ -128,7 +128,9 @@ class Comparer:
         try:
             # to_builtins: datetimes, bytes and enums as every codec's
             # `from_builtins` takes them (what `to_builtins` gives back).
-            obj = shadow.from_builtins(msgspec.to_builtins(values))
+            # Keyed by the wire keys (aliases), as `from_builtins` takes them.
+            wire = wire_keyed(values, self._shape)
+            obj = shadow.from_builtins(msgspec.to_builtins(wire))
             return shadow.decode_unchecked(shadow.encode(obj)), None
         except Exception as exc:  # any failure is the shadow's verdict
             return None, exc

@@ -180,3 +180,53 @@ class TestChildEnv:
         assert child_env("medium") == dict(os.environ)
         proto = child_env(f"{FIXTURES / 'shipment.proto'}:Shipment")
         assert proto.get("PYTHONPATH") == os.environ.get("PYTHONPATH")
+
+
+class TestSchemaLimits:
+    """A codec the schema refuses is left out, and the report says which and why;
+    the checks a measured codec skips are listed."""
+
+    def test_left_out_with_the_reason(self) -> None:
+        p = plan("--schema", "tallies:Tally")
+        assert "protobuf" not in p.codecs and "msgspec-msgpack" not in p.codecs
+        assert "msgspec-json" in p.codecs and p.baseline == "json-stdlib+pydantic"
+        assert [codec for codec, _ in p.left_out] == ["msgspec-msgpack", "protobuf"]
+        report = _report(None)
+        md = abreport.markdown(
+            msgspec.structs.replace(
+                report, plan=msgspec.structs.replace(report.plan, left_out=p.left_out)
+            )
+        )
+        assert (
+            "**Left out: `protobuf`**: protobuf cannot carry a field of tallies:Tally: "
+            "Tally.total: its bounds allow ints past 64 bits" in md
+        )
+
+    def test_an_explicit_baseline_left_out_is_an_error(self) -> None:
+        with pytest.raises(ConfigError, match="--baseline 'protobuf' is not among"):
+            plan("--schema", "tallies:Tally", "--baseline", "protobuf")
+
+    def test_skipped_checks_are_in_the_report(self) -> None:
+        p = plan("--schema", SHOP, "--codecs", "json+pydantic,protobuf")
+        assert "Order.items[].quantity: protobuf skips ge=1, le=100" in p.skipped
+        report = _report(None)
+        md = abreport.markdown(msgspec.structs.replace(report, plan=p))
+        assert "- Order.items[].quantity: protobuf skips ge=1, le=100" in md
+        assert "that a measured codec skips (its CPU figure does not include them" in md
+
+    def test_a_pattern_no_payload_can_match_fails_before_any_case(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        (tmp_path / "lookaround_models.py").write_text(
+            "import pydantic\n\n\nclass L(pydantic.BaseModel):\n"
+            "    model_config = pydantic.ConfigDict(regex_engine='python-re')\n"
+            "    a: str = pydantic.Field(pattern='(?=x)x')\n"
+            "    b: str = pydantic.Field(pattern='(a)\\\\1')\n"
+        )
+        monkeypatch.syspath_prepend(str(tmp_path))
+        with pytest.raises(ConfigError) as info:
+            plan("--schema", "lookaround_models:L")
+        lines = str(info.value).splitlines()
+        assert lines[0] == "schema error: 2 fields cannot be mapped:"
+        assert "L.a: cannot synthesize" in lines[1]
+        assert "L.b: cannot synthesize" in lines[2]

@@ -11,13 +11,19 @@ import pytest
 
 from schemas.loader import UserSchema, from_class, load_schema
 from schemas.proto_parse import parse_proto
-from schemas.shape import MessageShape, describe, messages
+from schemas.shape import Constraints, MessageShape, describe, messages
+from schemas.to_msgspec import msgspec_bounds
 from schematool.cli import derive_text, main
 from schematool.protosource import proto_source
 from schematool.pysource import msgspec_source, pydantic_source
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"
-SPECS = ["orders:Order", "events:Event", f"{FIXTURES / 'shipment.proto'}:Shipment"]
+SPECS = [
+    "orders:Order",
+    "events:Event",
+    f"{FIXTURES / 'shipment.proto'}:Shipment",
+    "payments:PaymentEvent",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -39,21 +45,32 @@ def run_source(source: str, name: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     return module
 
 
-def summary(shape: MessageShape) -> list[tuple[Any, ...]]:
-    """Every field of every message: what a form must agree on."""
+def summary(shape: MessageShape, *, msgspec: bool = False) -> list[tuple[Any, ...]]:
+    """Every field of every message: what a form must agree on (for a msgspec
+    form, the bounds msgspec can check: `msgspec_bounds`)."""
     return [
         (
             msg.name,
             f.name,
             describe(f.type),
-            repr(getattr(f.type, "constraints", None)),
+            _bounds(f.type, msgspec=msgspec),
             f.nullable,
             repr(f.default),
             f.default_factory,
+            f.alias,
+            msg.forbid_unknown,
         )
         for msg in messages(shape)
         for f in msg.fields
     ]
+
+
+def _bounds(shape: Any, *, msgspec: bool) -> str:
+    constraints = getattr(shape, "constraints", None)
+    if constraints is None or not msgspec:
+        return repr(constraints)
+    kept, _ = msgspec_bounds(constraints, getattr(shape, "kind", ""))
+    return repr(Constraints(**kept))
 
 
 class TestPythonSource:
@@ -64,7 +81,7 @@ class TestPythonSource:
     ) -> None:
         module = run_source(msgspec_source(schema), "derived_structs", monkeypatch)
         again = from_class(getattr(module, schema.shape.name), "again")
-        assert summary(again.shape) == summary(schema.shape)
+        assert summary(again.shape) == summary(schema.shape, msgspec=True)
 
     def test_pydantic_source(
         self, schema: UserSchema, monkeypatch: pytest.MonkeyPatch

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import base64
 import datetime
+import decimal
+import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -113,10 +116,43 @@ class TestPayloads:
             assert all(isinstance(k, int) for k in payload["f"])
             assert set(payload["f"].values()) <= {"a", "b"}
 
-    def test_a_pattern_cannot_be_synthesized(self) -> None:
-        shape = one_field(ListOf(Scalar("str", Constraints(pattern="^[A-Z]{3}$"))))
-        with pytest.raises(ConfigError, match=r"M\.f\[\]: cannot synthesize"):
+    def test_a_pattern_is_synthesized(self) -> None:
+        pattern = r"^[A-Z]{3}-(ab|cd)\d{2,}$"
+        shape = one_field(ListOf(Scalar("str", Constraints(pattern=pattern))))
+        values = [v for p in make_payloads(shape, 20, seed=3) for v in p["f"]]
+        assert values and all(re.search(pattern, v) for v in values)
+
+    def test_every_pattern_that_cannot_be_synthesized_is_named(self) -> None:
+        shape = MessageShape(
+            "M",
+            (
+                FieldShape("a", Scalar("str", Constraints(pattern=r"(?=x)y"))),
+                FieldShape("ok", Scalar("str", Constraints(pattern=r"^x+$"))),
+                FieldShape("b", ListOf(Scalar("str", Constraints(pattern=r"(a)\1")))),
+            ),
+        )
+        with pytest.raises(ConfigError) as info:
             make_payloads(shape, 1)
+        lines = str(info.value).splitlines()
+        assert lines[0] == "schema error: 2 fields cannot be mapped:"
+        assert "M.a: cannot synthesize" in lines[1] and "look-around" in lines[1]
+        assert "M.b: cannot synthesize" in lines[2] and "back-reference" in lines[2]
+
+    def test_decimals_keep_digits_places_and_bounds(self) -> None:
+        bounds = Constraints(ge=0, max_digits=5, decimal_places=2)
+        shape = one_field(Scalar("decimal", bounds))
+        for payload in make_payloads(shape, 50, seed=1):
+            value = decimal.Decimal(payload["f"])
+            sign, digits, exponent = value.as_tuple()
+            assert sign == 0 and exponent == -2 and len(digits) <= 5
+
+    def test_keys_are_the_wire_keys(self) -> None:
+        shape = MessageShape(
+            "M", (FieldShape("user_id", Scalar("uuid"), alias="userId"),)
+        )
+        (payload,) = make_payloads(shape, 1)
+        assert list(payload) == ["userId"]
+        assert str(uuid.UUID(payload["userId"])) == payload["userId"]
 
 
 ITEM = MessageShape("Item", (FieldShape("price", Scalar("float")),))

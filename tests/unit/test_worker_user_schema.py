@@ -78,8 +78,7 @@ class TestBadSpec:
         [
             (
                 "refused:Order",
-                "schema error: Order.items[].price: no protobuf type decodes to "
-                "Decimal exactly",
+                "schema error: Order.items[].price: custom validator 'two_places'",
             ),
             ("refused:WithSet", "schema error: WithSet.tags: "),
             ("no_such_module_here:Order", "cannot import 'no_such_module_here'"),
@@ -98,6 +97,31 @@ class TestBadSpec:
         assert err.startswith(f"config error: worker.codec.schema = {spec!r} (flag ")
         assert reason in err
         assert "cannot reach" not in err  # failed before any Kafka client existed
+
+    @pytest.mark.parametrize(
+        "argv",
+        [
+            ["--codec", "protobuf"],
+            ["--codec", "msgspec-json", "--shadow-codec", "msgspec-msgpack"],
+            ["--codec", "auto", "--auto-output", "protobuf"],
+        ],
+    )
+    def test_a_codec_the_schema_refuses_is_a_config_error(
+        self, argv: list[str], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        code = main(
+            ["--schema", "tallies:Tally", *argv, "--bootstrap-servers", UNREACHABLE]
+        )
+        err = capsys.readouterr().err
+        assert code == 2 and "Traceback" not in err
+        assert "cannot carry a field of tallies:Tally:\n  Tally.total: " in err
+        assert "cannot reach" not in err
+
+    @pytest.mark.parametrize("codec", ["msgspec-json", "json+pydantic", "auto"])
+    def test_other_codecs_are_not_refused_for_protobuf(self, codec: str) -> None:
+        settings = load_settings({"codec": {"schema": "tallies:Tally", "name": codec}})
+        built = settings.codec.build()
+        assert built.name == codec
 
     def test_settings_raise_config_error(self) -> None:
         with pytest.raises(ConfigError, match=r"Order\.items\[\]\.price"):
@@ -129,6 +153,37 @@ def unfreeze() -> Iterator[None]:
 @pytest.mark.usefixtures("unfreeze")
 class TestWorkerRun:
     """A worker on a user's schema decodes every form and labels worker_info."""
+
+    @pytest.mark.parametrize("codec", ["protobuf", "msgspec-json", "msgspec-msgpack"])
+    def test_run_a_uint64_proto(self, codec: str, tmp_path: Path) -> None:
+        proto = tmp_path / "ev.proto"
+        proto.write_text(
+            'syntax = "proto3";\nmessage Ev { uint64 id = 1; string name = 2; }\n'
+        )
+        spec = f"{proto}:Ev"
+        writer = get_codec(codec, resolve(spec))  # type: ignore[arg-type]
+        values = [{"id": 2**64 - 1 - i, "name": f"n{i}"} for i in range(5)]
+        messages = [
+            FakeMessage(writer.encode(writer.from_builtins(v)), 0, i)
+            for i, v in enumerate(values)
+        ]
+        consumer = FakeConsumer(batches=[messages], to_assign=[0])
+        settings = Settings(
+            consumer={"topic": "in", "group_id": "g"},
+            codec={"name": codec, "schema": spec},
+            metrics={"port": 0},
+            processing={"batch_timeout_ms": 1.0},
+        )
+        worker = Worker(
+            settings,
+            consumer_factory=consumer,
+            producer_factory=FakeProducer(),
+            admin_factory=_Admin(),  # type: ignore[arg-type]  # the calls it needs
+        )
+        consumer.on_drained = worker.stop
+        assert worker.run() == 0
+        sample = worker.registry.get_sample_value
+        assert sample("worker_messages_total", {"codec": codec, "outcome": "ok"}) == 5
 
     @pytest.mark.parametrize("codec", ["protobuf", "json+pydantic", "auto"])
     def test_run(self, codec: str) -> None:

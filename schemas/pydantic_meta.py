@@ -1,0 +1,162 @@
+"""Read a pydantic field's metadata (`Field(...)` keywords, `Annotated` items) into bounds.
+
+What changes only what is accepted (`strict`, `allow_inf_nan`...) is ignored; what
+bounds a value (`ge`, `max_length`, `pattern`, `max_digits`...) becomes `Constraints`;
+code (validators, serializers) and unknown metadata are refused in plain words.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Final
+
+import annotated_types
+import pydantic
+from pydantic.fields import FieldInfo
+from pydantic.functional_serializers import PlainSerializer, WrapSerializer
+from pydantic.functional_validators import (
+    AfterValidator,
+    BeforeValidator,
+    PlainValidator,
+    WrapValidator,
+)
+from pydantic.types import (
+    AllowInfNan,
+    Base64Encoder,
+    EncodedBytes,
+    FailFast,
+    StringConstraints,
+)
+
+from schemas.shape import Constraints, Refusals, Scalar, TypeShape
+
+BOUNDS: Final = frozenset(Constraints.__dataclass_fields__) - {"tz"}
+_IGNORED: Final = frozenset(
+    {"strict", "allow_inf_nan", "union_mode", "fail_fast", "coerce_numbers_to_str"}
+)
+"""Metadata that changes what is accepted, never the decoded value."""
+
+_VALIDATORS: Final = (AfterValidator, BeforeValidator, PlainValidator, WrapValidator)
+WHY_CODE: Final = (
+    "the derived msgspec and protobuf forms cannot run it, so they could decode "
+    "to other values"
+)
+NAIVE_REASON: Final = (
+    "a protobuf Timestamp is an instant: it never equals a naive datetime"
+)
+
+
+class MetaReader:
+    """Reads one model tree's field metadata, recording refusals with their path."""
+
+    def __init__(self, refusals: Refusals) -> None:
+        self._refusals = refusals
+
+    def read(self, items: list[Any], path: str) -> tuple[Constraints, set[str]]:
+        """The bounds and markers (`base64`) of a field's metadata items."""
+        bounds: dict[str, Any] = {}
+        markers: set[str] = set()
+        for item in _expand(items):
+            self._item(item, path, bounds, markers)
+        return Constraints(**bounds), markers
+
+    def _item(
+        self, item: Any, path: str, bounds: dict[str, Any], markers: set[str]
+    ) -> None:
+        refuse = self._refusals.add
+        if isinstance(item, _VALIDATORS):
+            refuse(path, f"custom validator {_func(item)}: {WHY_CODE}")
+        elif isinstance(item, PlainSerializer | WrapSerializer):
+            refuse(path, f"custom serializer {_func(item)} changes the JSON wire")
+        elif isinstance(item, EncodedBytes):
+            if item.encoder is Base64Encoder:
+                markers.add("base64")
+            else:
+                refuse(path, f"{item.encoder.__name__}: msgspec writes standard base64")
+        elif isinstance(item, StringConstraints):
+            self._string(item, path, bounds)
+        elif _is_metadata(item):
+            for key, value in _attributes(item).items():
+                if value is None or key in _IGNORED:
+                    continue
+                if key in BOUNDS:
+                    bounds[key] = value
+                else:
+                    refuse(path, f"{_spelling(item, key)} is not mapped")
+        elif not isinstance(item, str):  # a bare string is documentation
+            refuse(path, f"the annotation {_public_name(item)} is not mapped")
+
+    def _string(
+        self, item: StringConstraints, path: str, bounds: dict[str, Any]
+    ) -> None:
+        for key in ("strip_whitespace", "to_upper", "to_lower"):
+            if getattr(item, key):
+                self._refusals.add(
+                    path, f"StringConstraints({key}=True) changes values"
+                )
+        for key in ("min_length", "max_length", "pattern"):
+            if getattr(item, key) is not None:
+                bounds[key] = getattr(item, key)
+
+    def special(
+        self, annotation: Any, bounds: Constraints, path: str
+    ) -> TypeShape | None:
+        """pydantic's own datetime types; None for any other annotation."""
+        if annotation is pydantic.AwareDatetime:
+            return Scalar("datetime", bounds.merged(tz=True))
+        if annotation is pydantic.NaiveDatetime:
+            self._refusals.add(path, NAIVE_REASON, ("protobuf",))
+            return Scalar("datetime", _naive(bounds))
+        if annotation in (pydantic.PastDatetime, pydantic.FutureDatetime):
+            return self._refusals.add(path, "a time-dependent check is not mapped")
+        return None
+
+
+def _naive(bounds: Constraints) -> Constraints:
+    return Constraints(**(bounds.items() | {"tz": False}))
+
+
+def _is_metadata(item: Any) -> bool:
+    """annotated_types bounds, or pydantic's own `Field(...)` keyword holders."""
+    if isinstance(item, annotated_types.BaseMetadata | AllowInfNan | FailFast):
+        return True
+    # Field(max_digits=..., pattern=...) holds them in a private pydantic class.
+    return type(item).__module__.startswith("pydantic") and type(
+        item
+    ).__name__.startswith("_Pydantic")
+
+
+def _spelling(item: Any, key: str) -> str:
+    """How the user wrote it: `Field(key=...)` for pydantic's private holders."""
+    name = type(item).__name__
+    return f"Field({key}=...)" if name.startswith("_") else f"{name}({key}=...)"
+
+
+def _public_name(item: Any) -> str:
+    name = type(item).__name__
+    return "Field(...) metadata" if name.startswith("_") else name
+
+
+def _expand(items: list[Any]) -> list[Any]:
+    """Flatten nested `Field(...)` and grouped metadata into single items."""
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, FieldInfo):
+            out.extend(_expand(item.metadata))
+        elif isinstance(item, annotated_types.GroupedMetadata) and not isinstance(
+            item, StringConstraints
+        ):
+            out.extend(_expand(list(item)))
+        else:
+            out.append(item)
+    return out
+
+
+def _attributes(item: Any) -> dict[str, Any]:
+    if dataclasses.is_dataclass(item):
+        return {f.name: getattr(item, f.name) for f in dataclasses.fields(item)}
+    return dict(vars(item))
+
+
+def _func(item: Any) -> str:
+    return repr(getattr(item.func, "__name__", "function"))

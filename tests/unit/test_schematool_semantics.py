@@ -1,0 +1,111 @@
+"""`codec-schema check` and `show` say plainly which codec skips which check, and
+`show` writes no file it does not say how to write."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from schemas.semantics import MSGSPEC, PROTOBUF, skipped_checks
+from schemas.shape import Choice, Constraints, FieldShape, MessageShape, Scalar
+from schematool.cli import main
+
+PAYMENTS = "tests.fixtures.usermodels.payments:PaymentEvent"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().out
+
+
+class TestSkippedChecks:
+    """Every check the user's form makes that a derived codec skips, by field."""
+
+    def test_every_skipped_check_is_listed(self) -> None:
+        shape = MessageShape(
+            "M",
+            (
+                FieldShape("kind", Choice(("a", "b"))),
+                FieldShape("code", Scalar("str", Constraints(pattern="^x$"))),
+                FieldShape("n", Scalar("int", Constraints(ge=0, le=10))),
+                FieldShape("price", Scalar("decimal", Constraints(max_digits=5))),
+            ),
+            lax=True,
+        )
+        found = {(s.codecs, s.path, s.check) for s in skipped_checks(shape, "pydantic")}
+        assert (PROTOBUF, "M.kind", "the allowed values (any string decodes)") in found
+        assert (PROTOBUF, "M.code", "pattern='^x$'") in found
+        assert (PROTOBUF, "M.n", "ge=0, le=10") in found
+        assert (MSGSPEC, "M.price", "max_digits=5") in found
+        assert any(c == MSGSPEC and "lax model" in text for c, _, text in found)
+        assert any(
+            p == "M" and "that kind, code, n, price are present" in t
+            for _, p, t in found
+        )
+
+    def test_a_uint64_field_lets_protobuf_check_ge_0(self) -> None:
+        shape = MessageShape("M", (FieldShape("id", Scalar("int", Constraints(ge=0))),))
+        assert [s for s in skipped_checks(shape, "pydantic") if s.path == "M.id"] == []
+
+    def test_msgspec_source_skips_nothing_in_msgspec(self) -> None:
+        shape = MessageShape("M", (FieldShape("n", Scalar("int", Constraints(le=5))),))
+        assert {s.codecs for s in skipped_checks(shape, "msgspec")} == {PROTOBUF}
+
+
+class TestCheckCommand:
+    """`check` passes on the payment model and lists what each codec skips."""
+
+    def test_payments_pass_with_every_skip_listed(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        code, out = run(capsys, "check", PAYMENTS, "--count", "20")
+        assert code == 0, out
+        assert "all codecs agree" in out
+        assert (
+            "PaymentEvent.status: protobuf skips the allowed values (any string" in out
+        )
+        assert "PaymentEvent.amount.currency: protobuf skips min_length=3" in out
+        assert (
+            "PaymentEvent.amount.amount: msgspec-json, msgspec-msgpack skip max_digits=18, decimal_places=2"
+            in out
+        )
+        assert (
+            "PaymentEvent: msgspec-json, msgspec-msgpack skip the coercions of your lax model"
+            in out
+        )
+
+    def test_only_the_codecs_checked_are_named(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        code, out = run(
+            capsys,
+            "check",
+            PAYMENTS,
+            "--count",
+            "5",
+            "--codecs",
+            "json+pydantic,msgspec-json",
+        )
+        assert code == 0
+        assert "protobuf skips" not in out
+        assert "PaymentEvent: msgspec-json skips the coercions of your lax model" in out
+
+
+class TestShow:
+    """`show` says the derived proto was built in memory and how to write it."""
+
+    def test_no_file_claimed(
+        self, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    ) -> None:
+        cwd = os.getcwd()
+        code, out = run(capsys, "show", PAYMENTS)
+        assert code == 0
+        assert (
+            "no file written; `codec-schema derive " + PAYMENTS + " --form proto > "
+            in out
+        )
+        assert "derived proto3 in " not in out
+        assert not (Path(cwd) / "tests/fixtures/usermodels/payments.proto").exists()
+        assert "ignores unknown fields; your aliases are its wire keys" in out
