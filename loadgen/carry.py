@@ -27,6 +27,7 @@ from loadgen.config import LoadgenSettings
 from loadgen.recording import Record
 from schemas.errors import DecodeError
 from service.headers import CONTENT_TYPE
+from service.shadow_verdict import located
 
 _INT_RANGE: Final = (-(2**63), 2**64)
 """The ints every wire format holds: int64 and uint64 together."""
@@ -107,7 +108,9 @@ def _transcode(
     try:
         native = source.decode(value)
     except DecodeError as exc:
-        return None, f"record: does not decode as {schema!r} ({_short(exc)})"
+        path, why = located(exc)  # the field your model refused, if it names one
+        where = path if path and path != "$" else "record"
+        return None, f"{where}: does not decode as {schema!r} ({why or _short(exc)})"
     # As JSON carries them (datetimes and bytes as text), which every codec's
     # from_builtins takes; a pydantic model's own dump does not.
     data = native_to_builtins(native)

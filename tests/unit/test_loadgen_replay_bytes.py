@@ -126,3 +126,15 @@ def test_transcoding_shows_its_progress_on_a_terminal(
     replay_source(_settings(path, LAX, "protobuf", progress=mode), 1)
     err = capsys.readouterr().err
     assert ("transcoding to protobuf" in err) is shown
+
+
+def test_a_record_the_model_refuses_names_its_field(tmp_path: Path) -> None:
+    values = [
+        b'{"sensor": "a", "taken_at": "2026-01-01T00:00:00Z"}',
+        b'{"sensor": "b", "taken_at": "yesterday"}',
+    ]
+    path = _write(tmp_path / "r.rec", values, [[], []])
+    source = replay_source(_settings(path, READING, "protobuf"), 1)
+    assert source.not_carried == {
+        f"taken_at: does not decode as {READING!r} (datetime_from_date_parsing)": 1
+    }

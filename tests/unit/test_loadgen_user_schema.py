@@ -211,7 +211,7 @@ class TestReplayTranscode:
         recs = [Record(0, 7, 1, 1, None, b'{"order_id": 1}', [])]
         path = _recording(tmp_path / "bad.rec", recs)
         with pytest.raises(
-            ConfigError, match=r"offset 7: record: does not decode as 'shop:Order'"
+            ConfigError, match=r"offset 7: order_id: does not decode as 'shop:Order'"
         ):
             replay_source(settings(replay=path, transcode="protobuf", rate=10), 1)
 
