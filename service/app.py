@@ -1,8 +1,10 @@
 """Wiring and lifecycle: builds the consumer, codec, metrics and logger; runs the loop.
 
 Shutdown (SIGTERM or the first SIGINT): the loop finishes its batch, stores its
-offsets, and `close()` commits them and leaves the group (bounded by
-`shutdown_timeout_s`); exit status 0. A second SIGINT exits at once. Poison, a
+offsets, and `close()` commits them and leaves the group, all within one budget
+(`shutdown_timeout_s` from the signal, `service.shutdown`; a batch whose writes a
+stalled broker does not acknowledge is left unstored); exit status 0. A second
+SIGINT exits at once. Poison, a
 missing DLQ topic or a stalled broker never stop the worker: a batch whose writes
 are not confirmed is rewound, paused and retried (`service.hold`). A fatal consumer
 error in place of a message stops the loop without storing that batch; a fatal
@@ -38,7 +40,6 @@ from prometheus_client import CollectorRegistry
 from codec.protobuf_codec import protobuf_backend
 from schemas.errors import ConfigError, DeliveryError, FatalError
 from service import __version__, signals
-from service.children import run_within
 from service.config import Settings
 from service.connection import check_client_config
 from service.consumer import BatchLoop
@@ -50,6 +51,7 @@ from service.logging import KafkaErrors, kafka_logger
 from service.metrics import Metrics
 from service.poison import PoisonHandler
 from service.shadow import Shadow, shadow_for
+from service.shutdown import Shutdown
 from service.summary import Summary
 from service.topics import TopicAdmin, Topics, await_topics
 from service.types import KafkaProducer, WorkerConsumer
@@ -59,6 +61,10 @@ log = structlog.get_logger(__name__)
 _STALL_S = 60.0
 """/healthz fails when the loop has not come round for this long (consume() is
 bounded by the batch timeout, so a live loop comes round many times a second)."""
+READY_STALL_S = 3.0
+"""/readyz fails when the loop has not come round for this long plus the batch
+timeout: a batch whose writes wait for acknowledgements (a stalled broker) makes
+the worker unready within seconds, long before the delivery timeout."""
 
 
 ConsumerFactory: TypeAlias = Callable[[dict[str, Any]], WorkerConsumer]
@@ -103,6 +109,7 @@ class Worker:
         )
         self.assigned: set[int] = set()
         self._stop = threading.Event()
+        self._shutdown = Shutdown(settings.processing.shutdown_timeout_s)
         self._lag = LagGauges(
             self.metrics, settings.consumer.topic, settings.consumer.auto_offset_reset
         )
@@ -146,10 +153,8 @@ class Worker:
                 stack.callback(self._close_consumer)
                 producer = self._producer()
                 self._admin = None  # checks done: free its four librdkafka threads
-                p = s.processing
                 if producer is not None:  # bounded: a stalled broker must not hang us
-                    flush_s = min(p.delivery_timeout_s, p.shutdown_timeout_s)
-                    stack.callback(producer.flush, flush_s)
+                    stack.callback(self._shutdown.flush, producer)
                 shadow = shadow_for(
                     s, self.codec, self.registry, self._producer_factory
                 )
@@ -180,6 +185,7 @@ class Worker:
 
     def stop(self) -> None:
         """Ask the loop to stop after its current batch (signal-safe)."""
+        self._shutdown.start()
         self._stop.set()
 
     @property
@@ -267,7 +273,7 @@ class Worker:
         confirmed = (
             None
             if producer is None
-            else ConfirmedProducer(producer, p.delivery_timeout_s)
+            else ConfirmedProducer(producer, p.delivery_timeout_s, self._stop.is_set)
         )
         dead_letters = None
         if p.on_decode_error == "dead_letter" and confirmed is not None:
@@ -372,21 +378,19 @@ class Worker:
     def _ready(self) -> str | None:
         if not self.assigned:
             return "no partitions assigned"
-        return None if self.loop is None else self.loop.hold.reason
+        loop = self.loop
+        if loop is None:
+            return None
+        still = time.monotonic() - loop.heartbeat
+        if still > READY_STALL_S + self.settings.processing.batch_timeout_ms / 1000:
+            return (
+                f"stalled: the loop has not come round for {still:.0f} s "
+                "(waiting for writes to be acknowledged?)"
+            )
+        return loop.hold.reason
 
     def _close_consumer(self) -> None:
-        """Commit the stored offsets and leave the group, within the shutdown timeout.
-
-        `close()` waits for the group coordinator; with the broker stalled it would
-        wait until it returns. Past the timeout the worker exits without it: the
-        group notices after its session timeout, and uncommitted offsets are
-        processed again (at-least-once)."""
-        consumer = self.consumer
-        if consumer is None:
-            return
-        timeout = self.settings.processing.shutdown_timeout_s
-        if not run_within(consumer.close, timeout, "close"):
-            self.close_timed_out = True
-            log.error("consumer_close_timed_out", timeout_s=timeout)
-        else:
-            log.info("consumer_closed")
+        """Commit and leave the group within the shutdown budget (`service.shutdown`)."""
+        if self.consumer is not None:
+            self._shutdown.close(self.consumer)
+            self.close_timed_out = self._shutdown.close_timed_out

@@ -14,6 +14,7 @@ import hashlib
 import os
 import socket
 import time
+from collections.abc import Callable
 from typing import Any, Final
 
 from confluent_kafka import KafkaError, KafkaException
@@ -26,6 +27,8 @@ from service.types import Headers, KafkaMessage, KafkaProducer
 DLQ_PREFIX: Final = "x-dlq-"
 _MAX_MESSAGE: Final = 200
 _GRACE_S: Final = 5.0
+_SLICE_S: Final = 0.25
+"""How often `confirm` looks up from its wait to see whether the worker stops."""
 """`confirm` waits this long past `timeout_s`: librdkafka fails a write when its
 `message.timeout.ms` (set to `timeout_s`) runs out and reports it just after, so the
 grace turns a bare "not acknowledged" into the write's own error and topic."""
@@ -114,11 +117,21 @@ class ConfirmedProducer:
         timeout_s: how long `confirm` waits for every acknowledgement (the
             producer's `message.timeout.ms`; `confirm` allows 5 s more for its
             failure reports).
+        interrupted: True once the worker is shutting down: `confirm` then stops
+            waiting within `_SLICE_S` and the batch is left unstored (its
+            messages are read again), so a stalled broker cannot hold a SIGTERM
+            for the whole delivery timeout.
     """
 
-    def __init__(self, producer: KafkaProducer, timeout_s: float) -> None:
+    def __init__(
+        self,
+        producer: KafkaProducer,
+        timeout_s: float,
+        interrupted: Callable[[], bool] | None = None,
+    ) -> None:
         self._producer = producer
         self._timeout_s = timeout_s
+        self._interrupted = interrupted
         self._pending: dict[str, int] = {}
         self._failed: list[tuple[Any, dict[str, Any]]] = []
         self._epoch = 0
@@ -174,10 +187,17 @@ class ConfirmedProducer:
         """
         confirmed = self.pending
         deadline = time.monotonic() + self._timeout_s + _GRACE_S
+        interrupted = self._interrupted
         while self.pending or self._failed:
-            self._producer.flush(max(0.0, deadline - time.monotonic()))
+            left = max(0.0, deadline - time.monotonic())
+            self._producer.flush(left if interrupted is None else min(left, _SLICE_S))
             if self._failed:
                 self._retry_or_raise()
+            elif self.pending and interrupted is not None and interrupted():
+                raise DeliveryError(
+                    f"shutting down with {self.pending} write(s) not acknowledged: "
+                    "their batch is not stored, and is read again"
+                )
             elif self.pending and time.monotonic() >= deadline:
                 late = ", ".join(
                     f"{n} to {topic!r}" for topic, n in self._pending.items() if n

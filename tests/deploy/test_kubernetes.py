@@ -227,3 +227,33 @@ class TestKubernetes:
         assert (
             1 <= scaled["spec"]["minReplicaCount"] <= scaled["spec"]["maxReplicaCount"]
         )
+
+
+@pytest.mark.parametrize("directory", KUSTOMIZATIONS)
+def test_grace_period_covers_the_shutdown_budget(directory: str) -> None:
+    """Each worker's grace period exceeds its shutdown budget (`shutdown_timeout_s`,
+    from its env or the default) by at least 10 s: a SIGTERM with the broker
+    stalled ends within the budget plus about a second (fault scenario R1)."""
+    from service.config import ProcessingSettings
+
+    manifests = _built(directory)
+    configmaps = {
+        c["metadata"]["name"]: c["data"] for c in _by_kind(manifests, "ConfigMap")
+    }
+    for deployment in _by_kind(manifests, "Deployment"):
+        pod = deployment["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        env: dict[str, str] = {}
+        for source in container.get("envFrom", []):
+            env.update(configmaps[source["configMapRef"]["name"]])
+        for item in container.get("env", []):
+            env[item["name"]] = item.get("value", "")
+        budget = float(
+            env.get(
+                "WORKER_PROCESSING__SHUTDOWN_TIMEOUT_S",
+                ProcessingSettings().shutdown_timeout_s,
+            )
+        )
+        assert pod["terminationGracePeriodSeconds"] >= budget + 10, deployment[
+            "metadata"
+        ]

@@ -16,6 +16,7 @@ from tests.faults import (
     scenarios_network as network,
     scenarios_poison as poison,
     scenarios_security as security,
+    scenarios_stall as stall,
 )
 from tests.faults.harness import Env, Outcome
 
@@ -61,6 +62,8 @@ ENTRIES: Final = (
     Entry("Sec2", security.sec2_secret_hygiene, True),
     Entry("Sec4", security.sec4_metrics_exposure, True),
     Entry("H1", hostile.h1_hostile_headers, True),
+    Entry("C1", hostile.c1_control_plane_abuse, True),
+    Entry("R1", stall.r1_stalled_broker, False),
 )
 """The full set: every entry. The fast set (CI, `pytest tests/faults`): the
 per-commit layer of RELIABILITY 6.4 in short variants, about 4 minutes on 2

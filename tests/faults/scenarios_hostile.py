@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 import time
 from typing import Final
 
 from codec import CodecName
-from tests.faults.harness import Env, Outcome
+from tests.faults.harness import Env, Outcome, http_get
 from tests.faults.model import Header
 from tests.faults.producer import Payload, Plan, good_traffic
 from tests.faults.run import Run
@@ -99,4 +102,86 @@ def h1_hostile_headers(env: Env) -> Outcome:
             outcome.fail(f"e2e latency mean {mean} s: bad stamps reached the histogram")
         if scraped.total("worker_dead_letters_total"):
             outcome.fail("good values with hostile headers were dead-lettered")
+    return outcome
+
+
+PROBE_LIMIT_S: Final = 1.0
+"""The slowest probe or scrape answer C1 accepts (a liveness probe allows 2 s)."""
+IDLE_CONNECTIONS: Final = 300
+
+
+def _slowloris(host: str, port: int, stop: threading.Event, count: list[int]) -> None:
+    """Keep reconnecting and sending one byte every 0.5 s; count the cut-offs."""
+    while not stop.is_set():
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection((host, port), 5) as s,
+        ):
+            for byte in b"GET /metrics HTTP/1.1\r\n" + b"X-Slow: 1\r\n" * 500:
+                if stop.wait(0.5):
+                    return
+                s.send(bytes([byte]))
+        count[0] += 1
+
+
+def c1_control_plane_abuse(env: Env) -> Outcome:
+    """Control plane under abuse: 300 idle connections, slowloris, probes under 1 s.
+
+    While the worker handles a steady stream, 300 connections are held open
+    without a word (opened at once, before the probes) and slow clients send a
+    byte every half second; `/healthz` and `/metrics` are probed every 0.2 s and
+    each must be answered within `PROBE_LIMIT_S`. Nothing is lost meanwhile.
+    """
+    outcome = Outcome("C1", "Control plane abuse: 300 idle + slowloris; probes < 1 s")
+    seconds = 10 if env.fast else 40
+    with Run(env, outcome) as run:
+        worker = run.worker()
+        run.produce(rate=1000, count=1000 * (seconds + 2))
+        stop = threading.Event()
+        cut = [0]
+        slow = [
+            threading.Thread(
+                target=_slowloris,
+                args=(worker.host, worker.port, stop, cut),
+                daemon=True,
+            )
+            for _ in range(4)
+        ]
+        for thread in slow:
+            thread.start()
+        worst = {"/healthz": 0.0, "/metrics": 0.0}
+        failed: list[str] = []
+        with contextlib.ExitStack() as idle:
+            for _ in range(IDLE_CONNECTIONS):
+                with contextlib.suppress(OSError):
+                    idle.enter_context(
+                        socket.create_connection((worker.host, worker.port), 5)
+                    )
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                for path in worst:
+                    start = time.monotonic()
+                    answer = http_get(worker.host, worker.port, path, timeout=5)
+                    took = time.monotonic() - start
+                    worst[path] = max(worst[path], took)
+                    if answer is None or answer[0] != 200:
+                        failed.append(
+                            f"{path}: {answer and answer[0]} after {took:.2f} s"
+                        )
+                time.sleep(0.2)
+        stop.set()
+        for thread in slow:
+            thread.join(10)
+        run.wait_drained(60)
+        run.finish()
+        outcome.figures.update(
+            healthz_max_ms=round(worst["/healthz"] * 1000),
+            metrics_max_ms=round(worst["/metrics"] * 1000),
+            slowloris_cut=cut[0],
+        )
+        if failed:
+            outcome.fail(f"{len(failed)} probes failed: {'; '.join(failed[:3])}")
+        for path, took in worst.items():
+            if took > PROBE_LIMIT_S:
+                outcome.fail(f"{path} took {took:.2f} s (limit {PROBE_LIMIT_S:.0f} s)")
     return outcome

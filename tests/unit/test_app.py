@@ -19,7 +19,7 @@ from codec import get_codec
 from loadgen.payloads import make_payloads
 from schemas.errors import ConfigError
 from service import topics
-from service.app import _STALL_S, Worker
+from service.app import _STALL_S, READY_STALL_S, Worker
 from service.config import Settings
 from service.headers import SENT_NS
 from service.logging import cannot_reach, kafka_logger
@@ -315,6 +315,21 @@ class TestHealth:
         assert loop is not None and rig.worker._healthy()
         loop.heartbeat = time.monotonic() - _STALL_S - 1
         assert not rig.worker._healthy()
+
+    @pytest.mark.usefixtures("unfreeze")
+    def test_unready_once_the_loop_stalls_a_few_seconds(self) -> None:
+        """A loop waiting for acknowledgements makes /readyz 503 within seconds."""
+        rig = Rig()
+        rig.consumer.on_drained = rig.worker.stop
+        assert rig.worker.run() == 0
+        loop = rig.worker.loop
+        assert loop is not None
+        rig.worker.assigned = {0}
+        loop.heartbeat = time.monotonic()
+        assert rig.worker._ready() is None
+        loop.heartbeat = time.monotonic() - READY_STALL_S - 1
+        why = rig.worker._ready()
+        assert why is not None and why.startswith("stalled:")
 
 
 def http_status(port: int, path: str) -> int | str:

@@ -61,3 +61,35 @@ class TestConfirm:
             confirmed.produce("out", value=b"v")
         assert confirmed.confirm() == 3
         assert confirmed.pending == 0
+
+
+@dataclass
+class StalledProducer(FakeProducer):
+    """A broker that never answers: `flush()` reports nothing, ever."""
+
+    flushes: int = 0
+
+    def flush(self, timeout: float = -1) -> int:
+        self.flushes += 1
+        return len(self._queue)
+
+
+class TestShutdown:
+    """A stop request ends `confirm`'s wait for a stalled broker, never its timeout."""
+
+    def test_interrupted_wait_raises_without_storing(self) -> None:
+        producer = StalledProducer()
+        stopping = iter([False, False, True])
+        confirmed = ConfirmedProducer(
+            producer, timeout_s=3600.0, interrupted=lambda: next(stopping)
+        )
+        confirmed.produce("out", value=b"v")
+        with pytest.raises(DeliveryError, match="shutting down with 1 write"):
+            confirmed.confirm()
+        assert producer.flushes == 3  # one slice each, not the hour
+
+    def test_not_interrupted_when_acknowledged(self) -> None:
+        producer: Any = FakeProducer()
+        confirmed = ConfirmedProducer(producer, timeout_s=1.0, interrupted=lambda: True)
+        confirmed.produce("out", value=b"v")
+        assert confirmed.confirm() == 1
