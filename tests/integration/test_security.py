@@ -234,8 +234,11 @@ def test_codec_ab_over_a_secured_broker(
         if k in ("sasl_password", "ssl_keystore_password")
     ]
     assert secrets
-    written = [p.read_text(errors="replace") for p in out.rglob("*") if p.is_file()
-               and p.suffix in (".json", ".md", ".log")]  # fmt: skip
+    written = [
+        p.read_text(errors="replace")
+        for p in out.rglob("*")
+        if p.is_file() and p.suffix in (".json", ".md", ".log")
+    ]
     for secret in secrets:
         assert not any(secret in " ".join(cmd) for cmd in started)
         assert not any(secret in text for text in written)
