@@ -44,6 +44,7 @@ from abrunner.report import markdown_table, tables, write
 from abrunner.results import CaseResult, Report
 from schemas.errors import ConfigError
 from service.flags import KAFKA_FLAGS, Flag, add_flags
+from service.handshake import AccessRefused, check_access
 
 INTERRUPTED: Final = 130
 """128 + SIGINT: what a shell reports for a command stopped by Ctrl-C."""
@@ -217,6 +218,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     bootstrap = settings.bootstrap
     if bootstrap is not None and not settings.bootstrap_given:
         console.print(f"using the broker `codec-kafka start` recorded: {bootstrap}")
+    if bootstrap is not None:  # a refused login or certificate: one line, now
+        try:
+            check_access(runner.Broker.of(bootstrap, settings.kafka).conf)
+        except AccessRefused as exc:
+            print(f"codec-ab: error: {exc}", file=sys.stderr)
+            return 1
     try:
         with _interrupts():
             report = runner.run(plan, bootstrap, console, settings.kafka)

@@ -47,6 +47,7 @@ from localkafka.topics import (
 from schemas.errors import ConfigError, LocalKafkaError
 from service import __version__
 from service.connection import DEFAULT_BOOTSTRAP, KafkaConnection
+from service.handshake import check_access
 
 PROG: Final = "codec-kafka"
 BOOTSTRAP_ENV: Final = "KAFKA_BOOTSTRAP_SERVERS"
@@ -340,6 +341,7 @@ def _topics(args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return 2
     conf = kafka.librdkafka(plaintext_secrets=True)
+    check_access(conf, refused=LocalKafkaError)  # a refused login: one line, now
     admin = TopicAdmin(conf, connect_timeout=CONNECT_TIMEOUT_S, silent=True)
     if args.action == "list":
         for name in admin.names(internal=args.internal):
