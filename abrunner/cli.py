@@ -46,6 +46,7 @@ from abrunner.results import CaseResult, Report
 from schemas.errors import ConfigError
 from service.broker_state import DEFAULT_DATA_DIR
 from service.flags import KAFKA_FLAGS, Flag, add_flags
+from service.handshake import AccessRefused, check_access
 
 INTERRUPTED: Final = 130
 """128 + SIGINT: what a shell reports for a command stopped by Ctrl-C."""
@@ -240,6 +241,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (problem := _disk(plan, bootstrap, settings.bootstrap_given)) is not None:
         print(f"codec-ab: {problem}", file=sys.stderr)
         return 2
+    if bootstrap is not None:  # a refused login or certificate: one line, now
+        try:
+            check_access(runner.Broker.of(bootstrap, settings.kafka).conf)
+        except AccessRefused as exc:
+            print(f"codec-ab: error: {exc}", file=sys.stderr)
+            return 1
     try:
         with _interrupts():
             report = runner.run(plan, bootstrap, console, settings.kafka)

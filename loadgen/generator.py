@@ -32,6 +32,7 @@ from loadgen.report import Aggregator, Progress, Summary, Tick
 from loadgen.schedule import build_schedule, plan
 from loadgen.source import Source, synthetic_source
 from schemas.errors import ConfigError, LoadgenError
+from service.handshake import check_access
 from service.logging import cannot_reach, configure_logging
 from service.topics import CONNECT_TIMEOUT_S, TopicAdmin, ensure_topics
 
@@ -61,6 +62,7 @@ def topic_partitions(s: LoadgenSettings) -> int:
         raise ConfigError(
             f"config error: librdkafka refused a setting: {msg}"
         ) from None
+    check_access(conf, refused=LoadgenError)
     try:
         counts = ensure_topics(
             admin,

@@ -40,6 +40,7 @@ from confluent_kafka import (
 from loadgen.config import LoadgenSettings
 from schemas.errors import ConfigError, LoadgenError, RecordingError
 from service import __version__
+from service.handshake import check_access
 from service.logging import cannot_reach, kafka_logger
 from service.topics import CONNECT_TIMEOUT_S, TopicAdmin, kafka_error_text
 
@@ -198,6 +199,7 @@ def _source_partitions(s: LoadgenSettings) -> int:
         raise ConfigError(
             f"config error: librdkafka refused a setting: {kafka_error_text(exc)}"
         ) from None
+    check_access(conf, refused=LoadgenError)
     try:
         partitions = admin.partitions(s.topic, METADATA_TIMEOUT_S)
     except KafkaException as exc:

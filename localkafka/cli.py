@@ -22,10 +22,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any, Final, NoReturn
+from typing import Final, NoReturn
 
 from confluent_kafka import KafkaException
-from pydantic import BaseModel, Field
 
 from localkafka.broker import LocalKafka
 from localkafka.classpath import kafka_version, resolve_classpath
@@ -39,12 +38,16 @@ from localkafka.state import (
     read_state,
     write_state,
 )
-from localkafka.topics import CONNECT_TIMEOUT_S, TopicAdmin, kafka_error_text
+from localkafka.topics import (
+    CONNECT_TIMEOUT_S,
+    TopicAdmin,
+    connection,
+    kafka_error_text,
+)
 from schemas.errors import ConfigError, LocalKafkaError
 from service import __version__
-from service.broker_state import recorded_client_settings
 from service.connection import DEFAULT_BOOTSTRAP, KafkaConnection
-from service.settings import load
+from service.handshake import check_access
 
 PROG: Final = "codec-kafka"
 BOOTSTRAP_ENV: Final = "KAFKA_BOOTSTRAP_SERVERS"
@@ -263,9 +266,13 @@ def _start(args: argparse.Namespace) -> int:
         write_state(data_dir, state)
         print(bootstrap, flush=True)
         if client is not None:  # stdout's first line stays the address
-            print(f"{PROG}: {args.security} listener; client settings: {client} "
-                  "(every tool uses them with this broker; elsewhere: --config "
-                  f"{client})", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"{PROG}: {args.security} listener; client settings: {client} "
+                "(every tool uses them with this broker; elsewhere: --config "
+                f"{client})",
+                file=sys.stderr,
+                flush=True,
+            )
         if not args.foreground:
             handed_off = True
             return 0
@@ -317,24 +324,14 @@ def _version(args: argparse.Namespace) -> int:
     return 0
 
 
-class _TopicsSettings(BaseModel):
-    """`codec-kafka topics`' settings: the `[kafka]` connection only."""
-
-    kafka: KafkaConnection = Field(default_factory=KafkaConnection)
-
-
 def resolve_cluster(
     flag: str | None, data_dir: Path, environ: Mapping[str, str]
 ) -> KafkaConnection:
-    """The connection of the topics commands: `resolve_bootstrap`'s address, with
-    the `KAFKA_*` settings of the environment, or, for the broker recorded in
-    `data_dir`, the client settings it recorded (a secured listener's)."""
+    """`resolve_bootstrap`'s cluster with the `KAFKA_*` settings of `environ`, or,
+    for the broker recorded in `data_dir`, the client settings it recorded."""
     bootstrap = resolve_bootstrap(flag, data_dir, environ)
-    kafka: dict[str, Any] = {"bootstrap_servers": bootstrap}
-    if not flag and not environ.get(BOOTSTRAP_ENV):
-        kafka = {**recorded_client_settings(data_dir.resolve()), **kafka}
-    flags = {"kafka": kafka}
-    return load(_TopicsSettings, "topics", flags=flags, environ=environ).kafka
+    recorded = not flag and not environ.get(BOOTSTRAP_ENV)
+    return connection(bootstrap, data_dir if recorded else None, environ)
 
 
 def _topics(args: argparse.Namespace) -> int:
@@ -344,6 +341,7 @@ def _topics(args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return 2
     conf = kafka.librdkafka(plaintext_secrets=True)
+    check_access(conf, refused=LocalKafkaError)  # a refused login: one line, now
     admin = TopicAdmin(conf, connect_timeout=CONNECT_TIMEOUT_S, silent=True)
     if args.action == "list":
         for name in admin.names(internal=args.internal):

@@ -124,19 +124,74 @@ class Material:
         """
         pw, ca = self.password, self.directory / "ca.p12"
         csr, crt = store.with_suffix(".csr"), store.with_suffix(".crt")
-        _keytool(pw, "-genkeypair", "-alias", alias, *_KEY, "-dname", subject,
-                 "-validity", validity, "-keystore", str(store), *_STORE)  # fmt: skip
-        _keytool(pw, "-certreq", "-alias", alias, "-keystore", str(store), *_STORE,
-                 "-file", str(csr))  # fmt: skip
+        _keytool(
+            pw,
+            "-genkeypair",
+            "-alias",
+            alias,
+            *_KEY,
+            "-dname",
+            subject,
+            "-validity",
+            validity,
+            "-keystore",
+            str(store),
+            *_STORE,
+        )
+        _keytool(
+            pw,
+            "-certreq",
+            "-alias",
+            alias,
+            "-keystore",
+            str(store),
+            *_STORE,
+            "-file",
+            str(csr),
+        )
         extra = ["-ext", f"SAN={san}"] if san else []
         when = ["-startdate", start] if start else []
-        _keytool(pw, "-gencert", "-alias", "ca", "-keystore", str(ca), *_STORE,
-                 "-infile", str(csr), "-outfile", str(crt), "-rfc", *extra, *when,
-                 "-validity", validity)  # fmt: skip
-        _keytool(pw, "-importcert", "-noprompt", "-alias", "ca", "-file",
-                 str(self.ca_pem), "-keystore", str(store), *_STORE)  # fmt: skip
-        _keytool(pw, "-importcert", "-alias", alias, "-file", str(crt),
-                 "-keystore", str(store), *_STORE)  # fmt: skip
+        _keytool(
+            pw,
+            "-gencert",
+            "-alias",
+            "ca",
+            "-keystore",
+            str(ca),
+            *_STORE,
+            "-infile",
+            str(csr),
+            "-outfile",
+            str(crt),
+            "-rfc",
+            *extra,
+            *when,
+            "-validity",
+            validity,
+        )
+        _keytool(
+            pw,
+            "-importcert",
+            "-noprompt",
+            "-alias",
+            "ca",
+            "-file",
+            str(self.ca_pem),
+            "-keystore",
+            str(store),
+            *_STORE,
+        )
+        _keytool(
+            pw,
+            "-importcert",
+            "-alias",
+            alias,
+            "-file",
+            str(crt),
+            "-keystore",
+            str(store),
+            *_STORE,
+        )
         csr.unlink()
         crt.unlink()
         store.chmod(0o600)
@@ -152,15 +207,47 @@ def make_material(directory: Path, *, client: bool) -> Material:
     directory.mkdir(parents=True, mode=0o700)
     material = Material(directory, secrets.token_urlsafe(18))
     pw, ca = material.password, directory / "ca.p12"
-    _keytool(pw, "-genkeypair", "-alias", "ca", *_KEY, "-dname",
-             "CN=codec-kafka throw-away CA", "-ext", "bc:c", "-validity",
-             _VALIDITY_DAYS, "-keystore", str(ca), *_STORE)  # fmt: skip
+    _keytool(
+        pw,
+        "-genkeypair",
+        "-alias",
+        "ca",
+        *_KEY,
+        "-dname",
+        "CN=codec-kafka throw-away CA",
+        "-ext",
+        "bc:c",
+        "-validity",
+        _VALIDITY_DAYS,
+        "-keystore",
+        str(ca),
+        *_STORE,
+    )
     ca.chmod(0o600)
-    _keytool(pw, "-exportcert", "-rfc", "-alias", "ca", "-keystore", str(ca),
-             *_STORE, "-file", str(material.ca_pem))  # fmt: skip
-    _keytool(pw, "-importcert", "-noprompt", "-alias", "ca", "-file",
-             str(material.ca_pem), "-keystore", str(material.truststore_p12),
-             *_STORE)  # fmt: skip
+    _keytool(
+        pw,
+        "-exportcert",
+        "-rfc",
+        "-alias",
+        "ca",
+        "-keystore",
+        str(ca),
+        *_STORE,
+        "-file",
+        str(material.ca_pem),
+    )
+    _keytool(
+        pw,
+        "-importcert",
+        "-noprompt",
+        "-alias",
+        "ca",
+        "-file",
+        str(material.ca_pem),
+        "-keystore",
+        str(material.truststore_p12),
+        *_STORE,
+    )
     material.signed(material.broker_p12, "broker", "CN=127.0.0.1", san="IP:127.0.0.1")
     if client:
         material.signed(material.client_p12(), "client", f"CN={USER}")

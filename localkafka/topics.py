@@ -8,6 +8,7 @@ and a partition count that must match an existing topic's.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Final
 
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, not in __all__
@@ -17,9 +18,13 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, not
     ConfigResource,
     ResourceType,
 )
+from pydantic import BaseModel, Field
 
 from schemas.errors import LocalKafkaError
 from service import topics
+from service.broker_state import recorded_client_settings
+from service.connection import KafkaConnection
+from service.settings import load
 from service.topics import kafka_error_text
 
 __all__ = [
@@ -141,6 +146,28 @@ class TopicAdmin(topics.TopicAdmin):
         resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
         futures = self._admin.incremental_alter_configs([resource])
         futures[resource].result(timeout=timeout)
+
+
+class _TopicsSettings(BaseModel):
+    """`codec-kafka topics`' settings: the `[kafka]` connection only."""
+
+    kafka: KafkaConnection = Field(default_factory=KafkaConnection)
+
+
+def connection(
+    bootstrap: str, recorded: Path | None, environ: Mapping[str, str]
+) -> KafkaConnection:
+    """The connection to `bootstrap`: the `KAFKA_*` settings of `environ`, under
+    the client settings a secured broker recorded in data dir `recorded`.
+
+    Raises:
+        ConfigError: A bad setting (one line per problem).
+    """
+    kafka: dict[str, Any] = {"bootstrap_servers": bootstrap}
+    if recorded is not None:
+        kafka = {**recorded_client_settings(recorded.resolve()), **kafka}
+    flags = {"kafka": kafka}
+    return load(_TopicsSettings, "topics", flags=flags, environ=environ).kafka
 
 
 def create_topic(

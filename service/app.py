@@ -15,7 +15,8 @@ Start-up, before any consumer exists: the control plane binds its port, then the
 input, dead-letter and output topics are checked (or created, `--create-topics`).
 A port in use or a missing topic is a configuration error (exit status 2); a
 cluster that does not answer is reported after `CONNECT_TIMEOUT_S` and every
-`REMIND_S` after that while the worker keeps trying.
+`REMIND_S` after that while the worker keeps trying; one that refuses this client's
+credentials, certificates or protocol ends it (`service.handshake`, exit status 1).
 """
 
 from __future__ import annotations
@@ -29,12 +30,7 @@ from functools import partial
 from typing import Any, TypeAlias
 
 import structlog
-from confluent_kafka import (
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Producer,
-)
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from prometheus_client import CollectorRegistry
 
 from codec.protobuf_codec import protobuf_backend
@@ -46,6 +42,7 @@ from service.consumer import BatchLoop
 from service.control import ControlPlane
 from service.delivery import ConfirmedProducer, writer_config
 from service.handlers import Handler
+from service.handshake import check_access
 from service.lag import LagGauges
 from service.logging import KafkaErrors, kafka_logger
 from service.metrics import Metrics
@@ -220,10 +217,12 @@ class Worker:
 
         Raises:
             ConfigError: a topic is missing (and not to be created) or refused.
-            FatalError: a created topic's partitions got no leader.
+            FatalError: a topic got no leader, or the cluster refused this client.
         """
         s = self.settings
         conf = s.admin_config(plaintext_secrets=True)
+        if self._admin_factory is TopicAdmin:  # a fake one (tests): no cluster to ask
+            check_access(conf, refused=FatalError)  # retrying cannot help
         admin = self._admin = self._admin_factory({**conf, "logger": kafka_logger()})
         self._waiting_for_kafka = True
         try:

@@ -59,6 +59,7 @@ ENTRIES: Final = (
     Entry("S1", consumer.s1_sigterm_under_load, True),
     Entry("S3", backlog.s3_backlog, True),
     Entry("S4", consumer.s4_overload, False),
+    Entry("Sec1", security.sec1_tls_fail_closed, False),
     Entry("Sec2", security.sec2_secret_hygiene, True),
     Entry("Sec4", security.sec4_metrics_exposure, True),
     Entry("H1", hostile.h1_hostile_headers, True),

@@ -1,4 +1,5 @@
-"""Security: Sec2 a sentinel password never printed; Sec4 /metrics exposure."""
+"""Security: Sec1 TLS fails closed; Sec2 a sentinel password never printed; Sec4
+/metrics exposure."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from typing import Final
 
 from abrunner import measure
 from codec import CODEC_NAMES, CodecName
+from localkafka import LocalKafka
+from localkafka.security import make_material
 from schemas.registry import SCHEMA_NAMES
 from tests.faults.harness import Env, FaultWorker, Outcome
 from tests.faults.poison import MARKER, cases, interleaved
@@ -89,7 +92,12 @@ def sec2_secret_hygiene(env: Env) -> Outcome:
         "Sec2", "Secret hygiene: a sentinel SASL password is never printed"
     )
     secret = SENTINEL_PREFIX + uuid.uuid4().hex
-    secret_env = {"KAFKA_SASL_PASSWORD": secret, "KAFKA_SASL_USERNAME": "faults"}
+    secret_env = {
+        "KAFKA_SASL_PASSWORD": secret,
+        "KAFKA_SASL_USERNAME": "faults",
+        "KAFKA_SSL_KEY_PASSWORD": secret,
+        "KAFKA_SSL_KEYSTORE_PASSWORD": secret,
+    }
     codec: CodecName = "msgspec-msgpack"
     kinds = [k for k in cases(codec) if k.value is None or len(k.value) < 1 << 20]
     with Run(env, outcome) as run:
@@ -105,6 +113,7 @@ def sec2_secret_hygiene(env: Env) -> Outcome:
         dlq = run.data.dlq if run.data else []
         places["DLQ records"] = repr([(r.headers, r.value, r.key) for r in dlq])
         places["--print-config"] = _command(["--print-config"], secret_env)
+        places.update(_other_tools(run.bootstrap, secret_env))
         bad = ["--bootstrap-servers", run.bootstrap, "--batch-size", "abc"]
         places["config error"] = _command(bad, secret_env)
         places["auth failure + double SIGINT"] = _auth_failure(run, secret_env)
@@ -113,6 +122,136 @@ def sec2_secret_hygiene(env: Env) -> Outcome:
         if found:
             outcome.fail(f"the sentinel password was printed in: {', '.join(found)}")
     return outcome
+
+
+def _tool(module: str, *args: str, env: dict[str, str]) -> tuple[int, str, float]:
+    """Run a tool to its end: its exit status, output and seconds taken."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True,
+        text=True,
+        timeout=_SIDE_TIMEOUT_S,
+        env={**clean, **env},
+        check=False,
+    )
+    took = round(time.monotonic() - started, 1)
+    return done.returncode, done.stdout + done.stderr, took
+
+
+def sec1_tls_fail_closed(env: Env) -> Outcome:
+    """TLS fails closed: the right CA works, a wrong CA or host name is refused.
+
+    A broker of the scenario's own with a SASL_SSL client listener (a throw-away
+    CA, SCRAM-SHA-512); a worker with (a) its client settings consumes the load
+    generator's messages over it; (b) another CA, (c) the broker's address under a
+    name its certificate does not hold, and (d) a sentinel as the password end in
+    one line naming the cause, exit status 1, having handled nothing; the sentinel
+    is in none of the outputs.
+    """
+    outcome = Outcome("Sec1", "TLS fails closed: wrong CA, host name or password")
+    root = env.root / f"sec1-{uuid.uuid4().hex[:6]}"
+    secret = SENTINEL_PREFIX + uuid.uuid4().hex
+    other = make_material(root / "other-ca", client=False)
+    with LocalKafka(root / "broker", heap="384m", security="sasl_ssl") as kafka:
+        client = str(kafka.client_file)
+        topic = f"sec1-{uuid.uuid4().hex[:8]}"
+        count = 500
+        loadgen = ["--topic", topic, "--create-topics", "--count", str(count)]
+        code, text, _ = _tool("loadgen", "--config", client, *loadgen, env={})
+        if code != 0:
+            outcome.fail(
+                f"the load generator over SASL_SSL exited {code}: {text[-300:]}"
+            )
+            return outcome
+        worker = FaultWorker(
+            kafka.bootstrap_servers,
+            topic,
+            *("--config", client, "--create-topics"),
+            group=f"sec1-{uuid.uuid4().hex[:6]}",
+            log=root / "worker-right-ca.log",
+        )
+        with worker:
+            worker.wait_ready(60)
+            handled = worker.wait_for(count, timeout=60)
+        outcome.figures["right CA: handled"] = handled
+        if handled != count:
+            outcome.fail(f"with the right CA the worker handled {handled} of {count}")
+        address = kafka.bootstrap_servers
+        wrong = {
+            "wrong CA": (
+                {"KAFKA_SSL_CA_LOCATION": str(other.ca_pem)},
+                address,
+                "not trusted",
+            ),
+            "hostname mismatch": (
+                {},
+                address.replace("127.0.0.1", "localhost"),
+                "hostname mismatch",
+            ),
+            "wrong password": (
+                {"KAFKA_SASL_PASSWORD": secret},
+                address,
+                "wrong password",
+            ),
+        }
+        for case, (extra, where, cause) in wrong.items():
+            argv = ["--config", client, "--bootstrap-servers", where, "--topic", topic]
+            code, text, took = _tool("service", *argv, "--metrics-port", "0", env=extra)
+            lines = [line for line in text.splitlines() if line.strip()]
+            outcome.figures[f"{case}: exit"] = code
+            outcome.figures[f"{case}: seconds"] = took
+            if code != 1 or len(lines) != 1 or cause not in lines[0]:
+                outcome.fail(
+                    f"{case}: exit {code}, not one line naming {cause!r}: {lines[:3]}"
+                )
+            if secret in text:
+                outcome.fail(f"{case}: the sentinel password was printed")
+    return outcome
+
+
+def _other_tools(bootstrap: str, secrets: dict[str, str]) -> dict[str, str]:
+    """The load generator (a run, `record`, `--print-config`), codec-ab's
+    `--print-config` and `codec-kafka topics`, each with the secrets set."""
+    topic = f"sec2-{uuid.uuid4().hex[:8]}"
+    where = ["--bootstrap-servers", bootstrap]
+    env = {**secrets, "KAFKA_EXTRA": '{"sasl.oauthbearer.client.secret": "%s"}'}
+    env["KAFKA_EXTRA"] %= secrets["KAFKA_SASL_PASSWORD"]
+    runs = {
+        "codec-loadgen run": [
+            "loadgen",
+            *where,
+            "--topic",
+            topic,
+            "--create-topics",
+            "--count",
+            "50",
+            "--log-level",
+            "debug",
+        ],
+        "codec-loadgen record": [
+            "loadgen",
+            "record",
+            *where,
+            "--topic",
+            topic,
+            "--out",
+            os.devnull,
+            "--max",
+            "50",
+            "--timeout",
+            "3",
+        ],
+        "codec-loadgen --print-config": ["loadgen", "--print-config"],
+        "codec-ab --print-config": ["abrunner", "--print-config"],
+        "codec-kafka topics": ["localkafka", "topics", "delete", topic, *where],
+    }
+    out = {}
+    for name, argv in runs.items():
+        code, text, _ = _tool(*argv, env=env if "print-config" in name else secrets)
+        out[name] = f"exit {code}\n{text}"
+    return out
 
 
 def _listening(pid: int, port: int) -> list[str]:

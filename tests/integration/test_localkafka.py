@@ -154,7 +154,8 @@ def cli_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CliBroker]:
     start = _cli("start", "--data-dir", str(data), "--heap", "256m")
     assert start.returncode == 0, start.stderr
     state = json.loads((data / STATE_FILE).read_text())
-    assert set(state) == {"pid", "bootstrap", "version"}  # other tools read it
+    assert set(state) == {"pid", "bootstrap", "version", "security"}  # tools read it
+    assert state["security"] == "plaintext"  # no client.toml: none is needed
     try:
         yield CliBroker(data, state["bootstrap"], int(state["pid"]))
     finally:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ import pytest
 import abrunner.cli
 from abrunner.report import read
 from localkafka import LocalKafka
+from service.connection import KafkaConnection
 from tests.support import WorkerProcess, consume_all, produce
 
 REPO = Path(__file__).resolve().parents[2]
@@ -234,8 +236,154 @@ def test_codec_ab_over_a_secured_broker(
         if k in ("sasl_password", "ssl_keystore_password")
     ]
     assert secrets
-    written = [p.read_text(errors="replace") for p in out.rglob("*") if p.is_file()
-               and p.suffix in (".json", ".md", ".log")]  # fmt: skip
+    written = [
+        p.read_text(errors="replace")
+        for p in out.rglob("*")
+        if p.is_file() and p.suffix in (".json", ".md", ".log")
+    ]
     for secret in secrets:
         assert not any(secret in " ".join(cmd) for cmd in started)
         assert not any(secret in text for text in written)
+
+
+SENTINEL = "S3NT1NEL-" + uuid.uuid4().hex
+"""The wrong password: it must appear in no output of any tool."""
+
+
+def _expired_keystore(kafka: LocalKafka) -> str:
+    """A client keystore whose certificate, signed by the broker's CA, expired."""
+    assert kafka.material is not None
+    store = kafka.material.client_p12("expired")
+    if not store.exists():
+        kafka.material.signed(store, "client", "CN=expired", start="-3d", validity="1")
+    return str(store)
+
+
+# case: (broker, settings over its client.toml (None: no client.toml), address
+# override, what the line says)
+BAD: dict[str, tuple[str, dict[str, str] | None, str | None, str]] = {
+    "wrong password": (
+        "sasl_ssl",
+        {"KAFKA_SASL_PASSWORD": SENTINEL},
+        None,
+        "unknown user or wrong password",
+    ),
+    "unknown user": (
+        "sasl_ssl",
+        {"KAFKA_SASL_USERNAME": "nobody"},
+        None,
+        "unknown user or wrong password",
+    ),
+    "wrong mechanism": (
+        "sasl_ssl",
+        {"KAFKA_SASL_MECHANISM": "PLAIN"},
+        None,
+        "does not offer SASL mechanism PLAIN (it offers SCRAM-SHA-512)",
+    ),
+    "untrusted CA": (
+        "sasl_ssl",
+        {"KAFKA_SSL_CA_LOCATION": "OTHER_CA"},
+        None,
+        "not trusted",
+    ),
+    "hostname mismatch": ("sasl_ssl", {}, "localhost", "hostname mismatch"),
+    "plaintext on a SASL_SSL port": (
+        "sasl_ssl",
+        None,
+        None,
+        "expects another security protocol than PLAINTEXT",
+    ),
+    "plaintext on a TLS port": (
+        "mtls",
+        None,
+        None,
+        "expects another security protocol than PLAINTEXT",
+    ),
+    "expired client certificate": (
+        "mtls",
+        {"KAFKA_SSL_KEYSTORE_LOCATION": "EXPIRED"},
+        None,
+        "refused this client's TLS handshake",
+    ),
+}
+
+
+def _as_env(kafka: LocalKafka) -> dict[str, str]:
+    """A broker's client settings as KAFKA_* variables (but its address)."""
+    env = KafkaConnection.model_validate(kafka.client_settings).environment()
+    env.pop("KAFKA_BOOTSTRAP_SERVERS")
+    return env
+
+
+def _tools(topic: str, out: Path) -> dict[str, list[str]]:
+    return {
+        "codec-worker": ["service", "--topic", topic, "--metrics-port", "0"],
+        "codec-loadgen": ["loadgen", "--topic", topic, "--count", "10"],
+        "codec-loadgen record": [
+            "loadgen",
+            "record",
+            "--topic",
+            topic,
+            "--out",
+            str(out / "r.rec"),
+        ],
+        "codec-ab": [
+            "abrunner",
+            "--codecs",
+            "msgspec-json",
+            "--no-bench",
+            "--out",
+            str(out / "ab"),
+        ],
+        "codec-kafka topics": ["localkafka", "topics", "list"],
+    }
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_a_refused_client_ends_in_one_line(
+    case: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Every tool: exit 1 with one line naming the broker, the protocol (and
+    mechanism) and the cause; no traceback, no librdkafka lines, no secret."""
+    mode, settings, host, cause = BAD[case]
+    kafka = request.getfixturevalue(f"{mode}_kafka")
+    other = request.getfixturevalue(
+        "mtls_kafka" if mode == "sasl_ssl" else "sasl_ssl_kafka"
+    )
+    env = dict(settings or {})
+    for key, value in env.items():
+        if value == "OTHER_CA":
+            env[key] = str(other.material.ca_pem)
+        elif value == "EXPIRED":
+            env[key] = _expired_keystore(kafka)
+    address = kafka.bootstrap_servers
+    if host is not None:
+        address = address.replace("127.0.0.1", host)
+    where = ["--bootstrap-servers", address]
+    config = [] if settings is None else ["--config", _client_file(kafka)]
+    tools = _tools(f"refused-{uuid.uuid4().hex[:6]}", tmp_path)
+
+    def run(name: str) -> tuple[subprocess.CompletedProcess[str], float]:
+        started = time.monotonic()
+        argv = tools[name]
+        if name == "codec-kafka topics":  # no --config: the client.toml as KAFKA_*
+            given = {} if settings is None else _as_env(kafka)
+            done = tool(*argv, *where, timeout=30, env=given | env)
+        else:
+            done = tool(*argv, *config, *where, timeout=30, env=env)
+        return done, time.monotonic() - started
+
+    with ThreadPoolExecutor(len(tools)) as pool:  # the tools side by side
+        runs = dict(zip(tools, pool.map(run, tools), strict=True))
+    for name, (done, took) in runs.items():
+        print(f"{case}: {name}: exit {done.returncode} after {took:.1f} s")
+        assert done.returncode == 1, (name, done.stdout[-1500:], done.stderr[-1500:])
+        text = done.stdout + done.stderr
+        lines = [line for line in text.splitlines() if line.strip()]
+        assert len(lines) == 1, (name, lines[:6])
+        (line,) = lines
+        assert f"Kafka at {address} refused this client (" in line, (name, line)
+        assert cause in line, (name, line)
+        if mode == "sasl_ssl" and settings is not None:
+            assert "SASL_SSL, SCRAM-SHA-512" in line or "SASL_SSL, PLAIN" in line
+        assert SENTINEL not in text and "Traceback" not in text
