@@ -25,13 +25,7 @@ from pathlib import Path
 from typing import Any, Final, NamedTuple
 
 from rich.console import Console
-from rich.progress import (
-    Progress,
-    SpinnerColumn,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from abrunner import inprocess, sizing, verify
 from abrunner.figures import fell_behind, figures, window_rate
