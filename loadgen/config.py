@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from codec import REAL_CODECS, CodecName, JsonCodecName
+from codec import REAL_CODECS, CodecName, JsonCodecName, codec_refusal
 from loadgen.payloads import DEFAULT_LARGE_BYTES, entity_field
 from schemas.errors import ConfigError
 from schemas.loader import UserSchema
@@ -214,6 +214,10 @@ class LoadgenSettings(BaseModel):
                 f"key 'entity': {user.name} has no top-level id field (a str or int "
                 "named id or *_id, never None): choose key seq or none"
             )
+        for codec in (self.codec, self.transcode):
+            why = None if codec in (None, "auto") else codec_refusal(codec, user)
+            if why is not None:  # a codec that cannot carry a field: before Kafka
+                raise ValueError(why)
         if self.replay is None:  # synthesis fails now rather than after Kafka
             try:
                 make_payloads(user.shape, 1, seed=self.seed, options=self.synth_options)

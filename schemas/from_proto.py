@@ -128,7 +128,9 @@ class _ProtoReader:
         fields = tuple(self._field(f, f"{path}.{f.name}") for f in desc.field)
         self._open.discard(full)
         name = unique_name(desc.name, self._names)
-        shape = MessageShape(name, fields, proto_name=full[1:])
+        # protobuf reads past field numbers it does not know (it keeps them as
+        # unknown fields): the derived forms ignore unknown keys likewise.
+        shape = MessageShape(name, fields, proto_name=full[1:], forbid_unknown=False)
         self._done[full] = shape
         return shape
 

@@ -105,13 +105,21 @@ def _message(
             Skipped(
                 PROTOBUF,
                 path,
-                f"that {', '.join(required)} are present (protobuf has no "
+                f"the required-field check on {', '.join(required)} (protobuf has no "
                 "required fields: a missing one decodes as its zero value)",
             )
         )
     if proto and msg.forbid_unknown:
         out.append(
             Skipped(PROTOBUF, path, "the unknown-field check (kept, not refused)")
+        )
+    if _config(msg.source).get("extra") == "allow":
+        out.append(
+            Skipped(
+                (*MSGSPEC, *PROTOBUF),
+                path,
+                "keeping unknown fields (extra='allow'): they are read past and dropped",
+            )
         )
     aliased = [f.alias for f in msg.fields if f.alias]
     if aliased and _by_name(msg.source):
@@ -131,9 +139,14 @@ def _message(
             _message(inner, where + suffix, source, out, seen)
 
 
+def _config(source: Any) -> dict[str, Any]:
+    """A pydantic model's `model_config` (empty for any other source)."""
+    return dict(getattr(source, "model_config", None) or {})
+
+
 def _by_name(source: Any) -> bool:
     """A pydantic model that validates by field name as well as by alias."""
-    config = getattr(source, "model_config", None) or {}
+    config = _config(source)
     return bool(config.get("populate_by_name") or config.get("validate_by_name"))
 
 

@@ -62,11 +62,13 @@ class CheckReport:
     findings: dict[tuple[str, str], Finding] = field(default_factory=dict)
     skipped: list[Skipped] = field(default_factory=list)
     """Checks your own form makes on decode that a codec skips (not a failure)."""
+    left_out: dict[str, str] = field(default_factory=dict)
+    """Codecs asked for that cannot carry the schema, with why (a failure)."""
 
     @property
     def ok(self) -> bool:
-        """True when every codec agreed on every payload."""
-        return not self.findings
+        """True when every codec asked for ran and agreed on every payload."""
+        return not self.findings and not self.left_out
 
     def add(self, who: str, path: str, detail: str, payload: int) -> None:
         """Record a disagreement; repeats of the same (who, path) are counted."""
@@ -96,12 +98,18 @@ def run_check(
     Raises:
         ConfigError: for an unknown codec name or an unsynthesizable field.
     """
-    built = {name: user_codec(name, schema) for name in codecs}
+    left_out = {
+        name: why for name in codecs if (why := schema.refusal(name)) is not None
+    }
+    built = {name: user_codec(name, schema) for name in codecs if name not in left_out}
     if not built:
-        raise ConfigError("--codecs: name at least one codec")
+        raise ConfigError(
+            "; ".join(left_out.values()) or "--codecs: name at least one codec"
+        )
     preferred = _REFERENCE[schema.source]
     reference = preferred if preferred in built else next(iter(built))
     report = CheckReport(schema.name, tuple(built), count, seed, reference)
+    report.left_out = left_out
     report.skipped = [
         Skipped(tuple(c for c in s.codecs if c in built), s.path, s.check)
         for s in skipped_checks(schema.shape, schema.source)
@@ -189,12 +197,14 @@ def render(report: CheckReport) -> str:
         f"checked {report.payloads} payloads of {report.schema} (seed {report.seed}) "
         f"with {len(report.codecs)} codecs; reference: {report.reference}",
     ]
-    width = max(len(c) for c in report.codecs)
+    width = max(len(c) for c in (*report.codecs, *report.left_out))
     for codec in report.codecs:
         n = report.failing(codec)
         lines.append(
             f"  {codec:<{width}}  {'ok' if n == 0 else f'{n} disagreement(s)'}"
         )
+    for codec, why in report.left_out.items():
+        lines.append(f"  {codec:<{width}}  left out: " + why.replace("\n", "\n    "))
     if report.skipped:
         lines.append(
             f"checks your own form makes that a codec skips ({len(report.skipped)}; "
@@ -203,6 +213,11 @@ def render(report: CheckReport) -> str:
         lines += [f"  {s.line()}" for s in report.skipped]
     if report.ok:
         lines.append("all codecs agree")
+        return "\n".join(lines)
+    if not report.findings:
+        lines.append(
+            f"the codecs checked agree; left out: {', '.join(report.left_out)}"
+        )
         return "\n".join(lines)
     lines.append("disagreements (who: path: first occurrence):")
     for f in report.findings.values():

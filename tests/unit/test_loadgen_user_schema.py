@@ -214,3 +214,24 @@ class TestReplayTranscode:
             ConfigError, match=r"offset 7: order_id: does not decode as 'shop:Order'"
         ):
             replay_source(settings(replay=path, transcode="protobuf", rate=10), 1)
+
+
+class TestRefusedCodec:
+    """A codec that cannot carry a field of the schema is a config error before
+    Kafka; the other codecs load."""
+
+    @pytest.mark.parametrize(
+        "overrides",
+        [
+            {"codec": "protobuf"},
+            {"codec": "msgspec-msgpack"},
+            {"codec": "json+pydantic", "replay": "README.md", "transcode": "protobuf"},
+        ],
+    )
+    def test_refused(self, overrides: dict[str, Any]) -> None:
+        with pytest.raises(ConfigError, match="cannot carry a field of tallies:Tally"):
+            load_settings({"schema": "tallies:Tally", **overrides})
+
+    def test_msgspec_json_loads(self) -> None:
+        s = load_settings({"schema": "tallies:Tally", "codec": "msgspec-json"})
+        assert len(synthetic_source(s).values) > 0

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import pytest
 
+from schemas.loader import load_schema
 from schemas.semantics import MSGSPEC, PROTOBUF, skipped_checks
 from schemas.shape import Choice, Constraints, FieldShape, MessageShape, Scalar
 from schematool.cli import main
@@ -41,7 +44,7 @@ class TestSkippedChecks:
         assert (MSGSPEC, "M.price", "max_digits=5") in found
         assert any(c == MSGSPEC and "lax model" in text for c, _, text in found)
         assert any(
-            p == "M" and "that kind, code, n, price are present" in t
+            p == "M" and "the required-field check on kind, code, n, price" in t
             for _, p, t in found
         )
 
@@ -52,6 +55,37 @@ class TestSkippedChecks:
     def test_msgspec_source_skips_nothing_in_msgspec(self) -> None:
         shape = MessageShape("M", (FieldShape("n", Scalar("int", Constraints(le=5))),))
         assert {s.codecs for s in skipped_checks(shape, "msgspec")} == {PROTOBUF}
+
+
+class TestUnknownFields:
+    """The unknown-field policy of the user's form is the derived forms' policy."""
+
+    def test_extra_allow_is_listed(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        (tmp_path / "allowing_models.py").write_text(
+            "import pydantic\n\n\nclass A(pydantic.BaseModel):\n"
+            "    model_config = pydantic.ConfigDict(extra='allow')\n"
+            "    a: int\n"
+        )
+        monkeypatch.syspath_prepend(str(tmp_path))
+        schema = load_schema("allowing_models:A")
+        assert not schema.struct.__struct_config__.forbid_unknown_fields
+        [skip] = [
+            s for s in skipped_checks(schema.shape, "pydantic") if "allow" in s.check
+        ]
+        assert skip.codecs == (*MSGSPEC, *PROTOBUF)
+        assert "extra='allow'" in skip.check
+
+    def test_a_proto_source_derives_forms_that_ignore_unknown_keys(
+        self, tmp_path: Path
+    ) -> None:
+        proto = tmp_path / "ev.proto"
+        proto.write_text('syntax = "proto3";\nmessage Ev { int64 id = 1; }\n')
+        schema = load_schema(f"{proto}:Ev")
+        struct: Any = msgspec.json.decode(b'{"id": 1, "new": 2}', type=schema.struct)
+        assert struct.id == 1
+        assert schema.model.model_validate_json(b'{"id": 1, "new": 2}').id == 1  # type: ignore[attr-defined]
 
 
 class TestCheckCommand:
@@ -109,3 +143,18 @@ class TestShow:
         assert "derived proto3 in " not in out
         assert not (Path(cwd) / "tests/fixtures/usermodels/payments.proto").exists()
         assert "ignores unknown fields; your aliases are its wire keys" in out
+
+
+def test_check_leaves_out_a_codec_the_schema_refuses(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(
+        str(Path(__file__).parents[1] / "fixtures" / "usermodels")
+    )
+    code, out = run(capsys, "check", "tallies:Tally", "--count", "5")
+    assert code == 1
+    assert (
+        "  protobuf              left out: schema error: protobuf cannot carry" in out
+    )
+    assert "  msgspec-json          ok" in out
+    assert "the codecs checked agree; left out: msgspec-msgpack, protobuf" in out
