@@ -8,6 +8,7 @@ partition once the worker stopped (at-least-once, nothing left to redeliver).
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final, cast
@@ -21,6 +22,8 @@ _TIMEOUT_S: Final = 10.0
 """Broker round trips here (offsets, watermarks, metadata) take milliseconds on the
 A/B's local broker: 10 s only fails when the broker is gone."""
 
+_READ_S: Final = 120.0
+"""Reading a dead-letter topic back: 200k letters take seconds; 2 min is a stall."""
 _READ_BACK: Final = {
     "enable.auto.commit": False,
     # 8 MiB per partition and 64 MiB per fetch: a `large:1500000` profile read
@@ -111,15 +114,17 @@ def dead_letters(
 ) -> Counter[str]:
     """The dead letters of run `run_id` in topic `dlq`, by `"<field path>: <reason>"`.
 
-    Read to the high watermarks taken first, like `missing_seqs`.
+    Read to the high watermarks taken first, like `missing_seqs`, for at most
+    `_READ_S` seconds (an optional figure never holds the run up).
     """
     config = {**_conf(bootstrap), "group.id": f"dlq-{run_id}"}
     consumer = Consumer({**config, **_READ_BACK})
     found: Counter[str] = Counter()
+    deadline = time.monotonic() + _READ_S
     try:
         ends = _high_watermarks(consumer, dlq)
         consumer.assign([TopicPartition(dlq, p, 0) for p in ends])
-        while ends:
+        while ends and time.monotonic() < deadline:
             for m in consumer.consume(10_000, 1.0):
                 if m.error() is not None:
                     continue
