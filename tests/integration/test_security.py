@@ -171,6 +171,16 @@ def test_tools_use_the_recorded_client_settings(
     shown = here("service", "--print-config")
     assert '"security_protocol": "SASL_SSL"' in shown.stdout, shown.stdout
     assert sasl_ssl_kafka.client_settings["sasl_password"] not in shown.stdout
+    out = tmp_path / "ab"
+    ab = here(
+        "abrunner",
+        *("--codecs", "msgspec-json", "--rate", "300", "--duration", "2"),
+        *("--warmup", "1", "--partitions", "1", "--no-bench", "--out", str(out)),
+    )
+    assert ab.returncode == 0, ab.stderr[-2000:]
+    assert "using the broker `codec-kafka start` recorded" in ab.stderr
+    (result,) = read(out / "report.json").results
+    assert result.error is None and result.lost == 0 and result.seq_missing == 0
 
 
 def test_cli_start_security_records_it(tmp_path: Path) -> None:
