@@ -203,6 +203,12 @@ def test_cli_start_security_records_it(tmp_path: Path) -> None:
         assert client.stat().st_mode & 0o777 == 0o600
         listed = tool("localkafka", "topics", "list", "--data-dir", str(data))
         assert listed.returncode == 0, listed.stderr
+        other = tool("localkafka", "start", "--data-dir", str(data))  # plaintext
+        assert other.returncode == 1 and other.stdout == ""
+        assert other.stderr == (
+            f"codec-kafka: error: a sasl_plaintext broker runs in {data}: stop it "
+            "first\n"
+        )
     finally:
         stopped = tool("localkafka", "stop", "--data-dir", str(data))
     assert stopped.returncode == 0 and stopped.stdout.startswith("stopped"), stopped
