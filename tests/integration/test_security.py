@@ -183,21 +183,22 @@ def test_tools_use_the_recorded_client_settings(
     assert result.error is None and result.lost == 0 and result.seq_missing == 0
 
 
-def test_cli_start_security_records_it(tmp_path: Path) -> None:
-    """`codec-kafka start --security sasl_plaintext`: the state file records the
+@pytest.mark.parametrize("mode", ["sasl_plaintext", "ssl"])
+def test_cli_start_security_records_it(tmp_path: Path, mode: str) -> None:
+    """`codec-kafka start --security MODE`: the state file records the
     mode and client.toml, stderr names it, `topics` uses it, `stop` stops it."""
     data = tmp_path / "k"
     started = tool(
         "localkafka",
         *("start", "--data-dir", str(data), "--heap", "256m"),
-        *("--security", "sasl_plaintext"),
+        *("--security", mode),
     )
     assert started.returncode == 0, started.stderr
     state = json.loads((data / "broker.pid").read_text())
     try:
         client = data / "client.toml"
         assert started.stdout.strip() == state["bootstrap"]
-        assert state["security"] == "sasl_plaintext"
+        assert state["security"] == mode
         assert state["client_config"] == str(client)
         assert f"client settings: {client}" in started.stderr
         assert client.stat().st_mode & 0o777 == 0o600
@@ -206,8 +207,7 @@ def test_cli_start_security_records_it(tmp_path: Path) -> None:
         other = tool("localkafka", "start", "--data-dir", str(data))  # plaintext
         assert other.returncode == 1 and other.stdout == ""
         assert other.stderr == (
-            f"codec-kafka: error: a sasl_plaintext broker runs in {data}: stop it "
-            "first\n"
+            f"codec-kafka: error: a {mode} broker runs in {data}: stop it first\n"
         )
     finally:
         stopped = tool("localkafka", "stop", "--data-dir", str(data))
