@@ -236,10 +236,9 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 def _start(args: argparse.Namespace) -> int:
     data_dir: Path = args.data_dir.resolve()
     if (running := read_state(data_dir)) is not None:
-        mode = running.get("security", "plaintext")
-        print(
-            f"{PROG}: already running ({mode}), pid {running['pid']}", file=sys.stderr
-        )
+        if (mode := running.get("security", "plaintext")) != args.security:
+            raise LocalKafkaError(f"a {mode} broker runs in {data_dir}: stop it first")
+        print(f"{PROG}: already running, pid {running['pid']}", file=sys.stderr)
         print(running["bootstrap"], flush=True)
         return 0
     kafka = LocalKafka(

@@ -23,7 +23,7 @@ from typing import Any, Final
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-CHECK_S: Final = 10.0
+CHECK_S: Final = 5.0
 """How long the check waits for a verdict (a refusal comes within milliseconds)."""
 _REPEATS: Final = 2
 """A connection closed at the first request counts once it happened this often."""

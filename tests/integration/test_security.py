@@ -171,28 +171,44 @@ def test_tools_use_the_recorded_client_settings(
     shown = here("service", "--print-config")
     assert '"security_protocol": "SASL_SSL"' in shown.stdout, shown.stdout
     assert sasl_ssl_kafka.client_settings["sasl_password"] not in shown.stdout
+    out = tmp_path / "ab"
+    ab = here(
+        "abrunner",
+        *("--codecs", "msgspec-json", "--rate", "300", "--duration", "2"),
+        *("--warmup", "1", "--partitions", "1", "--no-bench", "--out", str(out)),
+    )
+    assert ab.returncode == 0, ab.stderr[-2000:]
+    assert "using the broker `codec-kafka start` recorded" in ab.stderr
+    (result,) = read(out / "report.json").results
+    assert result.error is None and result.lost == 0 and result.seq_missing == 0
 
 
-def test_cli_start_security_records_it(tmp_path: Path) -> None:
-    """`codec-kafka start --security sasl_plaintext`: the state file records the
+@pytest.mark.parametrize("mode", ["sasl_plaintext", "ssl"])
+def test_cli_start_security_records_it(tmp_path: Path, mode: str) -> None:
+    """`codec-kafka start --security MODE`: the state file records the
     mode and client.toml, stderr names it, `topics` uses it, `stop` stops it."""
     data = tmp_path / "k"
     started = tool(
         "localkafka",
         *("start", "--data-dir", str(data), "--heap", "256m"),
-        *("--security", "sasl_plaintext"),
+        *("--security", mode),
     )
     assert started.returncode == 0, started.stderr
     state = json.loads((data / "broker.pid").read_text())
     try:
         client = data / "client.toml"
         assert started.stdout.strip() == state["bootstrap"]
-        assert state["security"] == "sasl_plaintext"
+        assert state["security"] == mode
         assert state["client_config"] == str(client)
         assert f"client settings: {client}" in started.stderr
         assert client.stat().st_mode & 0o777 == 0o600
         listed = tool("localkafka", "topics", "list", "--data-dir", str(data))
         assert listed.returncode == 0, listed.stderr
+        other = tool("localkafka", "start", "--data-dir", str(data))  # plaintext
+        assert other.returncode == 1 and other.stdout == ""
+        assert other.stderr == (
+            f"codec-kafka: error: a {mode} broker runs in {data}: stop it first\n"
+        )
     finally:
         stopped = tool("localkafka", "stop", "--data-dir", str(data))
     assert stopped.returncode == 0 and stopped.stdout.startswith("stopped"), stopped
