@@ -2,7 +2,10 @@
 
 One `Slot` per field: its vtable slot, its storage kind (for the verifier), the
 flatc-generated accessor that reads it and the converter to the Python value the
-other codecs hold, and the builder call that writes it.
+other codecs hold, and the builder call that writes it. A UUID or Decimal is
+stored as its text and read back as `uuid.UUID` or `Decimal`, converted as
+`schemas.compare.FROM_TEXT` converts protobuf's: text that is not one stays text
+(FlatBuffers, like protobuf, does not check it; `codec-schema check` says so).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from types import ModuleType
 from typing import Any, Final
 
 from codec.flatbuffers_verify import FieldPlan, Kind, TablePlan
+from schemas.compare import FROM_TEXT
 from schemas.shape import (
     Choice,
     FieldShape,
@@ -175,7 +179,10 @@ def reader(
             return lambda r: None if (v := acc(r)) is None else from_micros(v)
         scalar: Callable[[Any], Any] = acc
         return scalar
+    text = _from_text(s.shape)
     if kind == "string":
+        if text is not None:
+            return lambda r: None if (v := acc(r)) is None else text(v.decode())
         return lambda r: None if (v := acc(r)) is None else v.decode()
     if kind == "table":
         wrap = _need(view)
@@ -191,11 +198,30 @@ def reader(
         return lambda r: _np(as_numpy(r), to)
     length = getattr(cls, s.accessor + "Length")
     if kind == "vec_string":
+        item = _from_text(s.shape.item) if isinstance(s.shape, ListOf) else None
+        if item is not None:
+            return lambda r: [item(acc(r, i).decode()) for i in range(length(r))]
         return lambda r: [acc(r, i).decode() for i in range(length(r))]
     if entry is not None:
         return lambda r: dict(entry(acc(r, i)) for i in range(length(r)))
     wrap = _need(view)
     return lambda r: [wrap(acc(r, i)) for i in range(length(r))]
+
+
+def _from_text(shape: TypeShape) -> Callable[[str], Any] | None:
+    """The converter of a string that carries a UUID or a Decimal (None: other)."""
+    convert = FROM_TEXT.get(shape.kind) if isinstance(shape, Scalar) else None
+    if convert is None:
+        return None
+    as_value = convert
+
+    def read(value: str) -> Any:
+        try:
+            return as_value(value)
+        except (ValueError, ArithmeticError):
+            return value  # not one: FlatBuffers does not check it
+
+    return read
 
 
 def _need(view: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
