@@ -21,6 +21,7 @@ from codec import codec_refusal, get_codec, native_to_builtins
 from schemas.compare import diff, read_native
 from schemas.errors import EncodeError
 from schemas.loader import UserSchema, from_class
+from schemas.semantics import skipped_checks
 from schemas.to_avro import avro_schema
 
 NEW = ("flatbuffers", "capnp", "avro")
@@ -159,3 +160,45 @@ def test_capnp_and_flatbuffers_name_fields_by_attribute() -> None:
     cp = get_codec("capnp", schema)
     assert "  event_id:string (required);" in fb.form.text  # type: ignore[attr-defined]
     assert "  eventId @0 :Text;" in cp.form.text  # type: ignore[attr-defined]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    code: str
+    count: int
+    note: str | None
+
+
+def test_skipped_checks_of_the_new_codecs() -> None:
+    schema = from_class(Strict, "strict:Strict")
+    lines = [s.line() for s in skipped_checks(schema.shape, schema.source)]
+    assert (
+        "Strict: capnp skips the required-field check on code, count, note (Cap'n "
+        "Proto has no required fields: a missing one decodes as its zero value)"
+    ) in lines
+    # A missing string is refused by FlatBuffers' verifier (`(required)`).
+    assert (
+        "Strict: flatbuffers skips the required-field check on count, note (a "
+        "missing number, bool or datetime decodes as zero, an optional one as None)"
+    ) in lines
+    assert (
+        "Strict: flatbuffers, capnp skip the unknown-field check (another schema's "
+        "fields are read past)"
+    ) in lines
+    # An Avro record holds every field of its schema and nothing else.
+    assert not [line for line in lines if "avro" in line]
+
+
+def test_avro_skips_only_what_its_types_and_the_struct_do_not_check() -> None:
+    schema = _schema()
+    lines = [s.line() for s in skipped_checks(schema.shape, schema.source)]
+    assert "Kinds.bounded: avro skips max_digits=8" in lines
+    assert (
+        "Kinds.bounded: msgspec-json, msgspec-msgpack, capnp skip max_digits=8, "
+        "decimal_places=2"
+    ) in lines
+    assert (
+        "Kinds.event_id: protobuf, flatbuffers skip that the text is a UUID (any "
+        "string decodes)"
+    ) in lines
