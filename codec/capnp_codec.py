@@ -33,7 +33,7 @@ import msgspec
 
 from codec.base import CAPNP, MalformedBuffer, as_encode_error, safe_decode
 from codec.flatbuffers_gen import cache_root
-from codec.flatbuffers_plan import from_micros, to_micros
+from codec.flatbuffers_plan import micros_reader, to_micros
 from schemas.errors import ConfigError
 from schemas.shape import (
     Choice,
@@ -199,7 +199,7 @@ class _Reader:
             return lambda v: [item(x) for x in v]
         if isinstance(shape, Choice) or shape.kind != "datetime":  # type: ignore[union-attr]
             return _same
-        return from_micros
+        return micros_reader(shape)
 
 
 def _same(value: Any) -> Any:

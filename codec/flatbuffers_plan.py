@@ -49,11 +49,28 @@ PREPEND: Final = {
 }
 EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _MICRO: Final = datetime.timedelta(microseconds=1)
+_NAIVE_EPOCH: Final = EPOCH.replace(tzinfo=None)
 
 
 def from_micros(value: int) -> datetime.datetime:
     """A `datetime` field's stored microseconds as an aware UTC datetime."""
     return EPOCH + datetime.timedelta(microseconds=value)
+
+
+def from_local_micros(value: int) -> datetime.datetime:
+    """A naive-only field's stored wall-clock microseconds as a naive datetime."""
+    return _NAIVE_EPOCH + datetime.timedelta(microseconds=value)
+
+
+def micros_reader(shape: TypeShape) -> Callable[[int], datetime.datetime]:
+    """`from_micros`, or `from_local_micros` for a field that must be naive.
+
+    A naive datetime is stored as its wall-clock time (`to_micros` takes it as
+    UTC) and read back naive, so a model that refuses aware datetimes gets its own
+    value back; any other datetime is an instant, read back aware in UTC.
+    """
+    naive = isinstance(shape, Scalar) and shape.constraints.tz is False
+    return from_local_micros if naive else from_micros
 
 
 def to_micros(value: datetime.datetime) -> int:
@@ -176,7 +193,8 @@ def reader(
     is_none = getattr(cls, s.accessor + "IsNone", None)
     if kind == "scalar":
         if dt:
-            return lambda r: None if (v := acc(r)) is None else from_micros(v)
+            when = micros_reader(s.shape)
+            return lambda r: None if (v := acc(r)) is None else when(v)
         scalar: Callable[[Any], Any] = acc
         return scalar
     text = _from_text(s.shape)
@@ -194,7 +212,8 @@ def reader(
         as_numpy = getattr(cls, s.accessor + "AsNumpy")
         to = bytes if kind == "bytes" else list
         if kind == "vec_scalar" and isinstance(s.shape, ListOf) and _is_dt(s.shape):
-            return lambda r: [from_micros(v) for v in _np(as_numpy(r), list)]
+            each = micros_reader(s.shape.item)
+            return lambda r: [each(v) for v in _np(as_numpy(r), list)]
         return lambda r: _np(as_numpy(r), to)
     length = getattr(cls, s.accessor + "Length")
     if kind == "vec_string":

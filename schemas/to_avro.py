@@ -5,6 +5,7 @@
 | `str`, `bytes`, `bool`, `float` | `string`, `bytes`, `boolean`, `double` |
 | `int` | `long` (`int` when the bounds fit 32 bits); above int64: refused |
 | `datetime` | `long` with `logicalType: timestamp-micros` (the Python forms' resolution) |
+| naive-only `datetime` (`tz=False`) | `long` with `logicalType: local-timestamp-micros` |
 | `uuid` | `string` with `logicalType: uuid` (the canonical text; read as `uuid.UUID`) |
 | `decimal` with `max_digits` and `decimal_places` | `bytes` with `logicalType: decimal` |
 | `decimal` otherwise | `string` (the exact text, converted back) |
@@ -127,6 +128,8 @@ class _Deriver:
 
 
 def _scalar(shape: Scalar) -> Any:
+    if shape.kind == "datetime" and shape.constraints.tz is False:
+        return {"type": "long", "logicalType": "local-timestamp-micros"}
     if logical_decimal(shape):
         return {
             "type": "bytes",

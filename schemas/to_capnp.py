@@ -4,7 +4,7 @@
 | --- | --- |
 | `str`, `bytes`, `bool`, `float` | `Text`, `Data`, `Bool`, `Float64` |
 | `int` | `Int64`; `Int32`/`UInt32`/`UInt64` when the bounds fit (as protobuf) |
-| `datetime` | `Int64`: microseconds since the epoch, UTC |
+| `datetime` | `Int64`: microseconds since the epoch, UTC; a naive-only one (`tz=False`): its wall-clock time, read back naive |
 | `uuid`, `decimal` | `Text`: the canonical UUID text, the exact Decimal text (as protobuf) |
 | `Choice` | `Text` or `Int64` (the value) |
 | `list[X]` | `List(X)` |

@@ -5,7 +5,7 @@
 | `str`, `bool`, `float` | `string`, `bool`, `double` |
 | `int` | `long`; `int`/`uint`/`ulong` when the bounds fit (as protobuf) |
 | `bytes` | `[ubyte]` |
-| `datetime` | `long`: microseconds since the epoch, UTC (the Python forms' resolution) |
+| `datetime` | `long`: microseconds since the epoch, UTC (the Python forms' resolution); a naive-only one (`tz=False`): its wall-clock time, read back naive |
 | `uuid`, `decimal` | `string`: the canonical UUID text, the exact Decimal text (as protobuf) |
 | `Choice` | `string` or `long` (the value) |
 | `list[X]` | `[X]`; a list of lists or of bytes is refused (no vector of vectors) |

@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NaiveDatetime
 
 from codec import codec_refusal, get_codec, native_to_builtins
 from schemas.compare import diff, read_native
@@ -202,3 +202,30 @@ def test_avro_skips_only_what_its_types_and_the_struct_do_not_check() -> None:
         "Kinds.event_id: protobuf, flatbuffers skip that the text is a UUID (any "
         "string decodes)"
     ) in lines
+
+
+class Local(BaseModel):
+    at: NaiveDatetime
+    seen: list[NaiveDatetime] = Field(default_factory=list)
+    by_day: dict[str, NaiveDatetime] = Field(default_factory=dict)
+    instant: AwareDatetime
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_a_naive_only_datetime_comes_back_naive(name: str) -> None:
+    schema = from_class(Local, "local:Local")
+    assert codec_refusal(name, schema) is None
+    values = {
+        "at": "2026-03-04T05:06:07.000008",
+        "seen": ["1999-12-31T23:59:59", "2000-01-01T00:00:00.5"],
+        "by_day": {"mon": "2026-01-05T09:00:00"},
+        "instant": "2026-03-04T05:06:07+02:00",
+    }
+    model = Local.model_validate(values)
+    codec = get_codec(name, schema)  # type: ignore[arg-type]
+    back = codec.decode(codec.encode(codec.from_builtins(values)))
+    got = read_native(back, schema.shape)
+    assert diff(read_native(model, schema.shape), got, schema.shape, "Local") == []
+    assert got["at"] == model.at and got["at"].tzinfo is None
+    assert got["seen"] == model.seen and got["by_day"] == model.by_day
+    assert got["instant"] == model.instant and got["instant"].tzinfo is not None
