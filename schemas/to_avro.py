@@ -82,12 +82,11 @@ def avro_text(root: MessageShape) -> str:
 
 def logical_decimal(shape: TypeShape) -> bool:
     """True when `shape` is a Decimal written as Avro's `decimal` logical type."""
-    return (
-        isinstance(shape, Scalar)
-        and shape.kind == "decimal"
-        and shape.constraints.max_digits is not None
-        and shape.constraints.decimal_places is not None
-    )
+    if not (isinstance(shape, Scalar) and shape.kind == "decimal"):
+        return False
+    digits, places = shape.constraints.max_digits, shape.constraints.decimal_places
+    # Avro requires 0 < precision and 0 <= scale <= precision.
+    return digits is not None and places is not None and 0 <= places <= digits > 0
 
 
 class _Deriver:
