@@ -6,25 +6,34 @@ bytes alone (what Kafka producers with a fixed, agreed schema send). fastavro re
 into dicts; the codec converts them into the schema's msgspec Struct, so the
 business logic reads attributes as it does on every other codec and `decode`
 returns a typed, fully read object (an eager format: nothing is left to read later).
+Converting checks what msgspec checks (enum values, bounds, lengths, patterns,
+UUID and Decimal values), so Avro skips what msgspec skips (`schemas.semantics`).
+A UUID is written and read as fastavro's `uuid.UUID`; a Decimal as a `Decimal`
+where the schema has the `decimal` logical type, as its text where it has a
+`string` (`schemas.to_avro` says when).
 """
 
 from __future__ import annotations
 
 import datetime
+import decimal
 import io
+import uuid
+from collections.abc import Callable
 from typing import Any, Final, Generic, TypeVar
 
 import fastavro
 import msgspec
 
 from codec.base import AVRO, MalformedBuffer, as_encode_error, safe_decode
-from schemas.shape import MessageShape
-from schemas.to_avro import avro_schema
+from schemas.shape import ListOf, MapOf, MessageShape, Scalar, TypeShape
+from schemas.to_avro import avro_schema, logical_decimal
 
 S = TypeVar("S", bound=msgspec.Struct)
 
-_KEEP: Final = (bytes, datetime.datetime)
+_KEEP: Final = (bytes, datetime.datetime, uuid.UUID, decimal.Decimal)
 """Types `msgspec.to_builtins` passes through as they are: fastavro writes them."""
+Fix = Callable[[Any], Any]
 
 
 class AvroCodec(Generic[S]):
@@ -51,6 +60,7 @@ class AvroCodec(Generic[S]):
 
         self.decode_unchecked = decode_unchecked
         self._parsed = parsed
+        self._text_decimals = _TextDecimals().value(shape)
 
     def decode(self, data: bytes, /) -> S:
         return safe_decode(self.name, self.decode_unchecked, data)
@@ -58,6 +68,8 @@ class AvroCodec(Generic[S]):
     def encode(self, obj: S, /) -> bytes:
         try:
             record = msgspec.to_builtins(obj, builtin_types=_KEEP, str_keys=True)
+            if self._text_decimals is not None:
+                record = self._text_decimals(record)
             stream = io.BytesIO()
             fastavro.schemaless_writer(stream, self._parsed, record)
         except Exception as exc:
@@ -70,3 +82,50 @@ class AvroCodec(Generic[S]):
 
     def from_builtins(self, data: dict[str, Any], /) -> S:
         return msgspec.convert(data, self._struct)
+
+
+class _TextDecimals:
+    """Turns the Decimals of `string`-typed Decimal fields into their text.
+
+    `value` returns None for a shape without such a field, so the common schema
+    (no Decimal, or every Decimal bounded) pays nothing for it on encode.
+    """
+
+    def __init__(self) -> None:
+        self._messages: dict[int, Fix | None] = {}
+
+    def value(self, shape: TypeShape) -> Fix | None:
+        if isinstance(shape, MessageShape):
+            return self._message(shape)
+        if isinstance(shape, ListOf):
+            item = self.value(shape.item)
+            return None if item is None else (lambda v: [item(x) for x in v])
+        if isinstance(shape, MapOf):
+            inner = self.value(shape.value)
+            if inner is None:
+                return None
+            return lambda v: {k: inner(x) for k, x in v.items()}
+        if isinstance(shape, Scalar) and shape.kind == "decimal":
+            return None if logical_decimal(shape) else str
+        return None
+
+    def _message(self, msg: MessageShape) -> Fix | None:
+        if id(msg) in self._messages:  # a recursive type: decided when it is done
+            return lambda v: (self._messages[id(msg)] or _same)(v)
+        self._messages[id(msg)] = None
+        fixes = [(f.wire, one) for f in msg.fields if (one := self.value(f.type))]
+        if not fixes:
+            return None
+
+        def fix(record: dict[str, Any]) -> dict[str, Any]:
+            for key, one in fixes:
+                if record.get(key) is not None:
+                    record[key] = one(record[key])
+            return record
+
+        self._messages[id(msg)] = fix
+        return fix
+
+
+def _same(value: Any) -> Any:
+    return value

@@ -12,14 +12,18 @@ has no verifier that is safe on untrusted bytes: `total_size`, which walks the
 message, aborts the whole process (an uncaught C++ exception) on an out-of-bounds
 pointer. Reading every field through the checked accessors is the only way to
 turn every bad buffer into a `DecodeError` at decode, so a safe Cap'n Proto decode
-in Python costs a full read.
+in Python costs a full read. The values read are converted into the Struct by
+`msgspec.convert` (keyed by the wire keys, the aliases): a UUID or Decimal stored as
+text becomes a `uuid.UUID` or `Decimal` again, and the Struct's checks run.
 """
 
 from __future__ import annotations
 
 import datetime
+import decimal
 import hashlib
 import struct as struct_module
+import uuid
 from collections.abc import Callable
 from operator import attrgetter
 from typing import Any, Final, Generic, TypeVar
@@ -29,7 +33,7 @@ import msgspec
 
 from codec.base import CAPNP, MalformedBuffer, as_encode_error, safe_decode
 from codec.flatbuffers_gen import cache_root
-from codec.flatbuffers_plan import from_micros, to_micros
+from codec.flatbuffers_plan import micros_reader, to_micros
 from schemas.errors import ConfigError
 from schemas.shape import (
     Choice,
@@ -173,7 +177,7 @@ class _Reader:
             return {name: one(r) for name, one in pairs}
 
         self._done[id(msg)] = read
-        pairs.extend((f.name, self._field(msg, f)) for f in msg.fields)
+        pairs.extend((f.wire, self._field(msg, f)) for f in msg.fields)
         return read
 
     def _field(self, msg: MessageShape, f: FieldShape) -> Read:
@@ -195,7 +199,7 @@ class _Reader:
             return lambda v: [item(x) for x in v]
         if isinstance(shape, Choice) or shape.kind != "datetime":  # type: ignore[union-attr]
             return _same
-        return from_micros
+        return micros_reader(shape)
 
 
 def _same(value: Any) -> Any:
@@ -250,6 +254,8 @@ def _set_item(
 def _plain(shape: TypeShape, value: Any) -> Any:
     if isinstance(value, datetime.datetime):
         return to_micros(value)
+    if isinstance(value, uuid.UUID | decimal.Decimal):
+        return str(value)
     if isinstance(shape, Choice):
         return getattr(value, "value", value)
     return value

@@ -2,7 +2,10 @@
 
 One `Slot` per field: its vtable slot, its storage kind (for the verifier), the
 flatc-generated accessor that reads it and the converter to the Python value the
-other codecs hold, and the builder call that writes it.
+other codecs hold, and the builder call that writes it. A UUID or Decimal is
+stored as its text and read back as `uuid.UUID` or `Decimal`, converted as
+`schemas.compare.FROM_TEXT` converts protobuf's: text that is not one stays text
+(FlatBuffers, like protobuf, does not check it; `codec-schema check` says so).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from types import ModuleType
 from typing import Any, Final
 
 from codec.flatbuffers_verify import FieldPlan, Kind, TablePlan
+from schemas.compare import FROM_TEXT
 from schemas.shape import (
     Choice,
     FieldShape,
@@ -45,11 +49,28 @@ PREPEND: Final = {
 }
 EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _MICRO: Final = datetime.timedelta(microseconds=1)
+_NAIVE_EPOCH: Final = EPOCH.replace(tzinfo=None)
 
 
 def from_micros(value: int) -> datetime.datetime:
     """A `datetime` field's stored microseconds as an aware UTC datetime."""
     return EPOCH + datetime.timedelta(microseconds=value)
+
+
+def from_local_micros(value: int) -> datetime.datetime:
+    """A naive-only field's stored wall-clock microseconds as a naive datetime."""
+    return _NAIVE_EPOCH + datetime.timedelta(microseconds=value)
+
+
+def micros_reader(shape: TypeShape) -> Callable[[int], datetime.datetime]:
+    """`from_micros`, or `from_local_micros` for a field that must be naive.
+
+    A naive datetime is stored as its wall-clock time (`to_micros` takes it as
+    UTC) and read back naive, so a model that refuses aware datetimes gets its own
+    value back; any other datetime is an instant, read back aware in UTC.
+    """
+    naive = isinstance(shape, Scalar) and shape.constraints.tz is False
+    return from_local_micros if naive else from_micros
 
 
 def to_micros(value: datetime.datetime) -> int:
@@ -172,10 +193,14 @@ def reader(
     is_none = getattr(cls, s.accessor + "IsNone", None)
     if kind == "scalar":
         if dt:
-            return lambda r: None if (v := acc(r)) is None else from_micros(v)
+            when = micros_reader(s.shape)
+            return lambda r: None if (v := acc(r)) is None else when(v)
         scalar: Callable[[Any], Any] = acc
         return scalar
+    text = _from_text(s.shape)
     if kind == "string":
+        if text is not None:
+            return lambda r: None if (v := acc(r)) is None else text(v.decode())
         return lambda r: None if (v := acc(r)) is None else v.decode()
     if kind == "table":
         wrap = _need(view)
@@ -187,15 +212,35 @@ def reader(
         as_numpy = getattr(cls, s.accessor + "AsNumpy")
         to = bytes if kind == "bytes" else list
         if kind == "vec_scalar" and isinstance(s.shape, ListOf) and _is_dt(s.shape):
-            return lambda r: [from_micros(v) for v in _np(as_numpy(r), list)]
+            each = micros_reader(s.shape.item)
+            return lambda r: [each(v) for v in _np(as_numpy(r), list)]
         return lambda r: _np(as_numpy(r), to)
     length = getattr(cls, s.accessor + "Length")
     if kind == "vec_string":
+        item = _from_text(s.shape.item) if isinstance(s.shape, ListOf) else None
+        if item is not None:
+            return lambda r: [item(acc(r, i).decode()) for i in range(length(r))]
         return lambda r: [acc(r, i).decode() for i in range(length(r))]
     if entry is not None:
         return lambda r: dict(entry(acc(r, i)) for i in range(length(r)))
     wrap = _need(view)
     return lambda r: [wrap(acc(r, i)) for i in range(length(r))]
+
+
+def _from_text(shape: TypeShape) -> Callable[[str], Any] | None:
+    """The converter of a string that carries a UUID or a Decimal (None: other)."""
+    convert = FROM_TEXT.get(shape.kind) if isinstance(shape, Scalar) else None
+    if convert is None:
+        return None
+    as_value = convert
+
+    def read(value: str) -> Any:
+        try:
+            return as_value(value)
+        except (ValueError, ArithmeticError):
+            return value  # not one: FlatBuffers does not check it
+
+    return read
 
 
 def _need(view: Callable[[Any], Any] | None) -> Callable[[Any], Any]:

@@ -61,9 +61,12 @@ def build_views(root: MessageShape, getter: GetterFactory) -> type[LazyView]:
 
 
 def view_to_python(obj: Any) -> Any:
-    """A view, fully read, as dicts, lists and Python values (slow, for tooling)."""
+    """A view, fully read, as dicts, lists and Python values (slow, for tooling).
+
+    Keyed by the wire keys (the aliases), as `msgspec.to_builtins` keys a Struct.
+    """
     if isinstance(obj, LazyView):
-        return {f.name: view_to_python(getattr(obj, f.name)) for f in obj._shape.fields}
+        return {f.wire: view_to_python(getattr(obj, f.name)) for f in obj._shape.fields}
     if isinstance(obj, list):
         return [view_to_python(v) for v in obj]
     if isinstance(obj, dict):

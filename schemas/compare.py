@@ -87,7 +87,12 @@ FROM_TEXT: Final[dict[str, Callable[[str], Any]]] = {
     "uuid": uuid.UUID,
     "decimal": decimal.Decimal,
 }
-"""The Python value of a protobuf string carrying a UUID or a Decimal."""
+"""The Python value of a string carrying a UUID or a Decimal, by shape kind.
+
+protobuf's strings are converted here; FlatBuffers' views convert theirs with the
+same functions when a field is read; Cap'n Proto's and Avro's are converted into
+the Struct by msgspec at decode (Avro's logical types read as the values already).
+"""
 
 
 def diff(

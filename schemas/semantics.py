@@ -11,9 +11,15 @@ and the A/B report:
 | --- | --- |
 | `protobuf` (derived) | every value check: bounds, lengths, patterns, enum and Literal values, UUID and Decimal text, required fields (a missing field decodes as its zero value), the unknown-field policy |
 | `msgspec-json`, `msgspec-msgpack` (derived) | Decimal `max_digits`, `decimal_places` and bounds, int bounds past int64; and it is strict where a lax model coerces (`"123"` for an int) |
+| `flatbuffers` | what protobuf skips, but a missing string, bytes, list, map or nested message is refused (`(required)`); a missing number, bool, int choice or datetime decodes as zero |
+| `capnp` (into the Struct) | what msgspec skips; required fields (a missing one decodes as its zero value); the unknown-field policy |
+| `avro` (into the Struct) | what msgspec skips, but a Decimal of the `decimal` logical type has its scale (`decimal_places`) from the type; nothing about presence: a record holds every field and nothing else |
 
-protobuf parses without validating; adding a validator written here in Python to
-its decode would measure that validator, not protobuf, so it is reported instead.
+The lax model's coercions are listed for msgspec only: the binary formats are typed,
+so no writer can put `"123"` in an int field.
+
+protobuf and FlatBuffers parse without validating; adding a validator written here in Python to
+its decode would measure that validator, not the format, so it is reported instead.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any, Final
 from schemas.shape import (
     Choice,
     Constraints,
+    FieldShape,
     ListOf,
     MapOf,
     MessageShape,
@@ -32,10 +39,16 @@ from schemas.shape import (
     int_range,
     int_width,
 )
+from schemas.to_avro import logical_decimal
+from schemas.to_flatbuffers import is_offset
 from schemas.to_msgspec import msgspec_bounds
 
 PROTOBUF: Final = ("protobuf",)
 MSGSPEC: Final = ("msgspec-json", "msgspec-msgpack")
+UNCHECKED: Final = ("protobuf", "flatbuffers")
+"""The codecs that check no value: what is on the wire is what is read."""
+CONVERTED: Final = (*MSGSPEC, "capnp", "avro")
+"""The codecs whose values go through the derived Struct's checks."""
 
 _WIDTHS: Final[dict[str, tuple[int, int]]] = {
     "int32": (-(2**31), 2**31 - 1),
@@ -101,24 +114,51 @@ def _message(
     proto = source != "proto"
     required = [f.name for f in msg.fields if f.required]
     if proto and required:
-        out.append(
-            Skipped(
-                PROTOBUF,
-                path,
-                f"the required-field check on {', '.join(required)} (protobuf has no "
-                "required fields: a missing one decodes as its zero value)",
+        for codecs, fmt in ((PROTOBUF, "protobuf"), (("capnp",), "Cap'n Proto")):
+            out.append(
+                Skipped(
+                    codecs,
+                    path,
+                    f"the required-field check on {', '.join(required)} ({fmt} has "
+                    "no required fields: a missing one decodes as its zero value)",
+                )
             )
-        )
+        inline = [
+            f.name for f in msg.fields if f.required and (f.nullable or not _ptr(f))
+        ]
+        if inline:
+            out.append(
+                Skipped(
+                    ("flatbuffers",),
+                    path,
+                    f"the required-field check on {', '.join(inline)} (a missing "
+                    "number, bool or datetime decodes as zero, an optional one as None)",
+                )
+            )
     if proto and msg.forbid_unknown:
         out.append(
             Skipped(PROTOBUF, path, "the unknown-field check (kept, not refused)")
         )
+        out.append(
+            Skipped(
+                ("flatbuffers", "capnp"),
+                path,
+                "the unknown-field check (another schema's fields are read past)",
+            )
+        )
     if _config(msg.source).get("extra") == "allow":
         out.append(
             Skipped(
-                (*MSGSPEC, *PROTOBUF),
+                (*MSGSPEC, *PROTOBUF, "flatbuffers", "capnp"),
                 path,
                 "keeping unknown fields (extra='allow'): they are read past and dropped",
+            )
+        )
+        out.append(
+            Skipped(
+                ("avro",),
+                path,
+                "keeping unknown fields (extra='allow'): a record has no place for them",
             )
         )
     aliased = [f.alias for f in msg.fields if f.alias]
@@ -137,6 +177,11 @@ def _message(
         _value(f.type, where, source, out)
         for inner, suffix in _nested(f.type):
             _message(inner, where + suffix, source, out, seen)
+
+
+def _ptr(f: FieldShape) -> bool:
+    """A field FlatBuffers stores through an offset (so `(required)` when not None)."""
+    return is_offset(f.type)
 
 
 def _config(source: Any) -> dict[str, Any]:
@@ -162,28 +207,42 @@ def _value(shape: TypeShape, path: str, source: str, out: list[Skipped]) -> None
         return
     if isinstance(shape, Choice):
         kind = "string" if isinstance(shape.values[0], str) else "int"
-        out.append(Skipped(PROTOBUF, path, f"the allowed values (any {kind} decodes)"))
+        out.append(Skipped(UNCHECKED, path, f"the allowed values (any {kind} decodes)"))
     elif isinstance(shape, Scalar):
         if shape.kind in ("uuid", "decimal"):
             what = "a UUID" if shape.kind == "uuid" else "a number"
             out.append(
-                Skipped(PROTOBUF, path, f"that the text is {what} (any string decodes)")
+                Skipped(
+                    UNCHECKED, path, f"that the text is {what} (any string decodes)"
+                )
             )
-        _bounds(shape.constraints, shape.kind, path, source, out)
+        _bounds(shape.constraints, shape.kind, path, source, out, shape)
 
 
 def _bounds(
-    constraints: Constraints, kind: str, path: str, source: str, out: list[Skipped]
+    constraints: Constraints,
+    kind: str,
+    path: str,
+    source: str,
+    out: list[Skipped],
+    shape: TypeShape | None = None,
 ) -> None:
     items = {k: v for k, v in constraints.items().items() if k != "tz"}
     if source != "proto":
+        # FlatBuffers' int types are protobuf's (the same widths from the bounds).
         unchecked = _past_proto_type(items, constraints) if kind == "int" else items
         if unchecked:
-            out.append(Skipped(PROTOBUF, path, _listed(unchecked)))
+            out.append(Skipped(UNCHECKED, path, _listed(unchecked)))
     if source != "msgspec":
         _, skipped = msgspec_bounds(constraints, kind)
-        if skipped:
-            out.append(Skipped(MSGSPEC, path, _listed(skipped)))
+        if skipped and shape is not None and logical_decimal(shape):
+            # Avro's decimal reads every value at the type's scale: the places hold.
+            out.append(Skipped(CONVERTED[:-1], path, _listed(skipped)))
+            skipped = {k: v for k, v in skipped.items() if k != "decimal_places"}
+            if skipped:
+                out.append(Skipped(("avro",), path, _listed(skipped)))
+        elif skipped:
+            out.append(Skipped(CONVERTED, path, _listed(skipped)))
 
 
 def _past_proto_type(items: dict[str, Any], constraints: Constraints) -> dict[str, Any]:

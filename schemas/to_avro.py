@@ -5,18 +5,36 @@
 | `str`, `bytes`, `bool`, `float` | `string`, `bytes`, `boolean`, `double` |
 | `int` | `long` (`int` when the bounds fit 32 bits); above int64: refused |
 | `datetime` | `long` with `logicalType: timestamp-micros` (the Python forms' resolution) |
+| naive-only `datetime` (`tz=False`) | `long` with `logicalType: local-timestamp-micros` |
+| `uuid` | `string` with `logicalType: uuid` (the canonical text; read as `uuid.UUID`) |
+| `decimal` with `max_digits` and `decimal_places` | `bytes` with `logicalType: decimal` |
+| `decimal` otherwise | `string` (the exact text, converted back) |
 | `Choice` | `string` or `long` (the value; Avro enum symbols cannot hold every value) |
 | `list[X]` | `array` |
 | `dict[str, V]`, `dict[int, V]` | `map` (Avro keys are strings: int keys as decimal text) |
 | `X | None` | `["null", X]` |
 
 Records are named by the message shape's name (unique within a schema); the
-namespace is fixed, so the same shape always gives the same text.
+namespace is fixed, so the same shape always gives the same text. Avro field names
+are data, not code (the keys of Avro's JSON encoding, what schema resolution
+matches): a field is named by its wire key, the alias when it has one, as on the
+JSON and MessagePack wires. A wire key that is not an Avro name is refused.
+
+A Decimal is Avro's `decimal` logical type (`precision` = `max_digits`, `scale` =
+`decimal_places`) only when the model bounds both: the Avro specification requires
+a precision, and with both bounds the type allows exactly the values the model
+does, as a decimal Avro readers in every language take (fastavro writes a
+Decimal with more places than the scale as an error, never rounded). The value
+read back has exactly `scale` places: `12.5` is written as the unscaled 1250 and
+read as `Decimal("12.50")`, equal to the value written (its text differs). With a
+bound missing, any precision would be invented here, so the Decimal travels as its
+exact text, as on protobuf, and is converted back on read.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Final
 
 from schemas.shape import (
@@ -37,8 +55,12 @@ _SCALARS: Final[dict[str, Any]] = {
     "bool": "boolean",
     "float": "double",
     "datetime": {"type": "long", "logicalType": "timestamp-micros"},
+    "uuid": {"type": "string", "logicalType": "uuid"},
+    "decimal": "string",
 }
 _INT32: Final = (-(2**31), 2**31 - 1)
+_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""An Avro name (the specification's rule for record and field names)."""
 
 
 def avro_schema(root: MessageShape) -> dict[str, Any]:
@@ -58,6 +80,15 @@ def avro_text(root: MessageShape) -> str:
     return json.dumps(avro_schema(root), indent=2) + "\n"
 
 
+def logical_decimal(shape: TypeShape) -> bool:
+    """True when `shape` is a Decimal written as Avro's `decimal` logical type."""
+    if not (isinstance(shape, Scalar) and shape.kind == "decimal"):
+        return False
+    digits, places = shape.constraints.max_digits, shape.constraints.decimal_places
+    # Avro requires 0 < precision and 0 <= scale <= precision.
+    return digits is not None and places is not None and 0 <= places <= digits > 0
+
+
 class _Deriver:
     def __init__(self, refusals: Refusals) -> None:
         self._refusals = refusals
@@ -69,10 +100,13 @@ class _Deriver:
         self._defined.add(id(msg))
         fields = []
         for f in msg.fields:
-            avro_type = self.type(f.type, f"{path}.{f.name}")
+            where = f"{path}.{f.name}"
+            if not _NAME.fullmatch(f.wire):
+                self._refusals.add(where, f"{f.wire!r} is not an Avro field name")
+            avro_type = self.type(f.type, where)
             if f.nullable:
                 avro_type = ["null", avro_type]
-            fields.append({"name": f.name, "type": avro_type})
+            fields.append({"name": f.wire, "type": avro_type})
         return {
             "type": "record",
             "name": msg.name,
@@ -93,6 +127,15 @@ class _Deriver:
 
 
 def _scalar(shape: Scalar) -> Any:
+    if shape.kind == "datetime" and shape.constraints.tz is False:
+        return {"type": "long", "logicalType": "local-timestamp-micros"}
+    if logical_decimal(shape):
+        return {
+            "type": "bytes",
+            "logicalType": "decimal",
+            "precision": shape.constraints.max_digits,
+            "scale": shape.constraints.decimal_places,
+        }
     if shape.kind != "int":
         return _SCALARS[shape.kind]
     lo, hi = int_range(shape.constraints)

@@ -4,14 +4,17 @@
 | --- | --- |
 | `str`, `bytes`, `bool`, `float` | `Text`, `Data`, `Bool`, `Float64` |
 | `int` | `Int64`; `Int32`/`UInt32`/`UInt64` when the bounds fit (as protobuf) |
-| `datetime` | `Int64`: microseconds since the epoch, UTC |
+| `datetime` | `Int64`: microseconds since the epoch, UTC; a naive-only one (`tz=False`): its wall-clock time, read back naive |
+| `uuid`, `decimal` | `Text`: the canonical UUID text, the exact Decimal text (as protobuf) |
 | `Choice` | `Text` or `Int64` (the value) |
 | `list[X]` | `List(X)` |
 | `dict[K, V]` | `List(Entry)`, a struct `{key :K; value :V}` per entry |
 | `X | None` | a union `{none :Void; value :X}` |
 
 Cap'n Proto names are camelCase without underscores: `customer_id` is written
-`customerId` (`capnp_name`); two fields that give the same name, or a name that
+`customerId` (`capnp_name`). Like protobuf's, the names are code identifiers, so
+they come from the attribute names, not the aliases (`event_id` is `eventId` even
+when its alias is `eventID`). Two fields that give the same name, or a name that
 does not start with a letter, are refused. The file id is taken from a hash of the
 text, so the same shape always gives the same file.
 """
@@ -46,6 +49,8 @@ _SCALARS: Final = {
     "bool": "Bool",
     "float": "Float64",
     "datetime": "Int64",
+    "uuid": "Text",
+    "decimal": "Text",
 }
 
 

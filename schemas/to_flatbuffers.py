@@ -5,11 +5,15 @@
 | `str`, `bool`, `float` | `string`, `bool`, `double` |
 | `int` | `long`; `int`/`uint`/`ulong` when the bounds fit (as protobuf) |
 | `bytes` | `[ubyte]` |
-| `datetime` | `long`: microseconds since the epoch, UTC (the Python forms' resolution) |
+| `datetime` | `long`: microseconds since the epoch, UTC (the Python forms' resolution); a naive-only one (`tz=False`): its wall-clock time, read back naive |
+| `uuid`, `decimal` | `string`: the canonical UUID text, the exact Decimal text (as protobuf) |
 | `Choice` | `string` or `long` (the value) |
 | `list[X]` | `[X]`; a list of lists or of bytes is refused (no vector of vectors) |
 | `dict[K, V]` | `[Entry]`, a table `{key: K; value: V}` per entry |
 | `X | None` | a scalar `= null` (optional scalar); other types: an absent field |
+
+Field names are code identifiers (flatc makes accessors of them), so, as in the
+derived `.proto`, they are the attribute names, not the aliases.
 
 A field that is not nullable and not a scalar is `(required)`, so the codec's
 verifier refuses a buffer without it. The namespace and the 4-character file
@@ -39,7 +43,14 @@ from schemas.shape import (
 )
 
 _INTS: Final = {"int32": "int", "uint32": "uint", "int64": "long", "uint64": "ulong"}
-_SCALARS: Final = {"float": "double", "bool": "bool", "datetime": "long"}
+_SCALARS: Final = {
+    "str": "string",
+    "float": "double",
+    "bool": "bool",
+    "datetime": "long",
+    "uuid": "string",
+    "decimal": "string",
+}
 _RESERVED: Final = frozenset(
     (
         *("table", "struct", "enum", "union", "namespace", "root_type", "include"),
@@ -84,8 +95,6 @@ def scalar_type(shape: Scalar | Choice) -> str:
         return "string" if isinstance(shape.values[0], str) else "long"
     if shape.kind == "int":
         return _INTS[int_width(shape.constraints)]
-    if shape.kind == "str":
-        return "string"
     if shape.kind == "bytes":
         return "[ubyte]"
     return _SCALARS[shape.kind]

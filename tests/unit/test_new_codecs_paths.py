@@ -52,8 +52,8 @@ def test_replay_transcodes_from_and_to_the_new_formats(
     )
     source = replay_source(settings, 1)
     codec = get_codec(target, "medium")
-    # A record already in the target's format goes as recorded, the others are
-    # transcoded: each message carries its own content type.
+    # Per message: one already in the target's format is sent as recorded (its
+    # own header), every other one transcoded; all carry the target's type.
     assert source.content_types == [codec.content_type.encode()] * len(payloads)
     decoded = [codec.to_builtins(codec.decode(v or b"")) for v in source.values]
     reference = get_codec("msgspec-msgpack", "medium")

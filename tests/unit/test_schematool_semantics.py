@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from schemas.loader import load_schema
-from schemas.semantics import MSGSPEC, PROTOBUF, skipped_checks
+from schemas.semantics import CONVERTED, MSGSPEC, UNCHECKED, skipped_checks
 from schemas.shape import Choice, Constraints, FieldShape, MessageShape, Scalar
 from schematool.cli import main
 
@@ -38,10 +38,11 @@ class TestSkippedChecks:
             lax=True,
         )
         found = {(s.codecs, s.path, s.check) for s in skipped_checks(shape, "pydantic")}
-        assert (PROTOBUF, "M.kind", "the allowed values (any string decodes)") in found
-        assert (PROTOBUF, "M.code", "pattern='^x$'") in found
-        assert (PROTOBUF, "M.n", "ge=0, le=10") in found
-        assert (MSGSPEC, "M.price", "max_digits=5") in found
+        assert (UNCHECKED, "M.kind", "the allowed values (any string decodes)") in found
+        assert (UNCHECKED, "M.code", "pattern='^x$'") in found
+        assert (UNCHECKED, "M.n", "ge=0, le=10") in found
+        # Without decimal_places the Decimal is text on Avro too: as msgspec.
+        assert (CONVERTED, "M.price", "max_digits=5") in found
         assert any(c == MSGSPEC and "lax model" in text for c, _, text in found)
         assert any(
             p == "M" and "the required-field check on kind, code, n, price" in t
@@ -54,7 +55,9 @@ class TestSkippedChecks:
 
     def test_msgspec_source_skips_nothing_in_msgspec(self) -> None:
         shape = MessageShape("M", (FieldShape("n", Scalar("int", Constraints(le=5))),))
-        assert {s.codecs for s in skipped_checks(shape, "msgspec")} == {PROTOBUF}
+        skips = skipped_checks(shape, "msgspec")
+        assert skips and not [s for s in skips if set(s.codecs) & set(MSGSPEC)]
+        assert [s.codecs for s in skips if s.path == "M.n"] == [UNCHECKED]
 
 
 class TestUnknownFields:
@@ -71,11 +74,12 @@ class TestUnknownFields:
         monkeypatch.syspath_prepend(str(tmp_path))
         schema = load_schema("allowing_models:A")
         assert not schema.struct.__struct_config__.forbid_unknown_fields
-        [skip] = [
+        [skip, avro] = [
             s for s in skipped_checks(schema.shape, "pydantic") if "allow" in s.check
         ]
-        assert skip.codecs == (*MSGSPEC, *PROTOBUF)
+        assert skip.codecs == (*MSGSPEC, "protobuf", "flatbuffers", "capnp")
         assert "extra='allow'" in skip.check
+        assert avro.codecs == ("avro",) and "no place for them" in avro.check
 
     def test_a_proto_source_derives_forms_that_ignore_unknown_keys(
         self, tmp_path: Path
@@ -98,12 +102,26 @@ class TestCheckCommand:
         assert code == 0, out
         assert "all codecs agree" in out
         assert (
-            "PaymentEvent.status: protobuf skips the allowed values (any string" in out
+            "PaymentEvent.status: protobuf, flatbuffers skip the allowed values (any "
+            "string" in out
         )
-        assert "PaymentEvent.amount.currency: protobuf skips min_length=3" in out
         assert (
-            "PaymentEvent.amount.amount: msgspec-json, msgspec-msgpack skip max_digits=18, decimal_places=2"
+            "PaymentEvent.amount.currency: protobuf, flatbuffers skip min_length=3"
             in out
+        )
+        assert (
+            "PaymentEvent.amount.amount: msgspec-json, msgspec-msgpack, capnp skip "
+            "max_digits=18, decimal_places=2" in out
+        )
+        # Avro's decimal logical type reads at the model's scale: places hold.
+        assert "PaymentEvent.amount.amount: avro skips max_digits=18\n" in out
+        assert (
+            "PaymentEvent: capnp skips the required-field check on payment_id, "
+            "user_id, merchant_id" in out
+        )
+        assert (
+            "PaymentEvent: flatbuffers skips the required-field check on user_id, "
+            "created_at (a missing number" in out
         )
         assert (
             "PaymentEvent: msgspec-json, msgspec-msgpack skip the coercions of your lax model"
