@@ -13,12 +13,19 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from codec import Codec, CodecName, JsonCodecName, get_codec
+from schemas.errors import ConfigError
 from schemas.loader import UserSchema
 from schemas.registry import Schema, SchemaSpec, resolve
-from service.connection import KafkaConnection, refuse_keys
+from service.connection import KafkaConnection, check_client_config, refuse_keys
 from service.settings import loader, printable
 
 TOOL: Final = "worker"
+
+METADATA_REFRESH_MS: Final = 10_000
+"""The consumer's `topic.metadata.refresh.interval.ms`: partitions added to the
+input topic are assigned within about this plus a rebalance (librdkafka's default,
+300 s, left them unread for five minutes). One metadata request per broker every
+10 s costs nothing measurable."""
 
 WORKER_OWNED_KEYS: Final[dict[str, str]] = {
     "enable.auto.offset.store": "the worker stores offsets itself (at-least-once)",
@@ -190,6 +197,9 @@ class Settings(BaseModel):
             )
             static["group.instance.id"] = instance
         return {
+            # New partitions are seen within 10 s, not librdkafka's 300 s (`-X`
+            # or `kafka.extra` may set another interval).
+            "topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS,
             **static,
             **self.kafka.librdkafka(plaintext_secrets=plaintext_secrets),
             "client.id": c.client_id,
@@ -202,6 +212,24 @@ class Settings(BaseModel):
             "fetch.max.bytes": c.fetch_max_bytes,
             "queued.max.messages.kbytes": c.queued_max_messages_kbytes,
         }
+
+    def check_clients(self) -> None:
+        """Let librdkafka validate the consumer's and the producer's settings.
+
+        Raises:
+            ConfigError: a value it refuses (exit status 2), found before the
+                control plane or any client touches the network.
+        """
+        try:
+            check_client_config(
+                self.consumer_config(plaintext_secrets=True), "consumer"
+            )
+            producer = self.producer_config(plaintext_secrets=True)
+            timeout_ms = int(self.processing.delivery_timeout_s * 1000)
+            producer["message.timeout.ms"] = timeout_ms
+            check_client_config(producer, "producer")
+        except ValueError as exc:
+            raise ConfigError(f"config error: {exc}") from None
 
     def producer_config(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:
         """Dead-letter and output producers: idempotent, acks from all replicas."""
