@@ -286,6 +286,7 @@ class Worker:
             output=output,
             max_payload_bytes=s.codec.max_payload_bytes,
             batch_size=p.batch_size,
+            batch_max_bytes=p.batch_max_bytes,
             batch_timeout_s=p.batch_timeout_ms / 1000.0,
             latency_sample_every=s.metrics.latency_sample_every,
             shadow=shadow,
@@ -298,14 +299,9 @@ class Worker:
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         c = self.settings.consumer
         if c.auto_offset_reset == "latest":  # see service.starts
-            strategy = str(self.settings.kafka.extra.get(_ASSIGNOR, ""))
-            cooperative = "cooperative" in strategy
+            coop = "cooperative" in str(self.settings.kafka.extra.get(_ASSIGNOR, ""))
             start_uncommitted(
-                consumer,
-                c.topic,
-                partitions,
-                self._subscribed_ms,
-                cooperative=cooperative,
+                consumer, c.topic, partitions, self._subscribed_ms, cooperative=coop
             )
         self.assigned.update(tp.partition for tp in partitions)
         self._lag.assign([tp.partition for tp in partitions])

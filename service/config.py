@@ -60,7 +60,8 @@ class ConsumerSettings(_Section):
     `processes` children appends `-<index>`."""
     max_poll_interval_ms: Annotated[int, Field(ge=1000, le=86_400_000)] = 300_000
     fetch_max_bytes: Annotated[int, Field(ge=1024, le=2_147_483_135)] = 52_428_800
-    queued_max_messages_kbytes: Annotated[int, Field(ge=1, le=2_097_151)] = 65_536
+    queued_max_messages_kbytes: Annotated[int, Field(ge=1, le=2_097_151)] = 32_768
+    """The prefetch queue's bound in KiB (librdkafka's default is 64 MiB)."""
 
 
 class CodecSettings(_Section):
@@ -111,6 +112,10 @@ class ProcessingSettings(_Section):
 
     batch_size: Annotated[int, Field(ge=1, le=100_000)] = 500
     batch_timeout_ms: Annotated[float, Field(gt=0, le=60_000)] = 5.0
+    batch_max_bytes: Annotated[int, Field(ge=1024, le=1 << 31)] = 8 * 1024 * 1024
+    """A batch asks for at most this many payload bytes: the next `consume()` takes
+    `batch_size` messages or this over the last batch's mean size, if fewer, so
+    1 MB messages come 8 at a time, not 500 (memory bounded by bytes)."""
     logic: Literal["noop", "aggregate", "flaky"] = "aggregate"
     """`flaky` is `aggregate` whose every 20th message fails its first attempt (a
     transient error, for the fault suite's retry-budget scenario)."""
