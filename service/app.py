@@ -37,7 +37,6 @@ from codec.protobuf_codec import protobuf_backend
 from schemas.errors import ConfigError, DeliveryError, FatalError
 from service import __version__, signals
 from service.config import Settings
-from service.connection import check_client_config
 from service.consumer import BatchLoop
 from service.control import ControlPlane
 from service.delivery import ConfirmedProducer, writer_config
@@ -49,6 +48,7 @@ from service.metrics import Metrics
 from service.poison import PoisonHandler
 from service.shadow import Shadow, shadow_for
 from service.shutdown import Shutdown
+from service.starts import start_uncommitted
 from service.summary import Summary
 from service.topics import TopicAdmin, Topics, await_topics
 from service.types import KafkaProducer, WorkerConsumer
@@ -58,6 +58,7 @@ log = structlog.get_logger(__name__)
 _STALL_S = 60.0
 """/healthz fails when the loop has not come round for this long (consume() is
 bounded by the batch timeout, so a live loop comes round many times a second)."""
+_ASSIGNOR = "partition.assignment.strategy"
 READY_STALL_S = 3.0
 """/readyz fails when the loop has not come round for this long plus the batch
 timeout: a batch whose writes wait for acknowledgements (a stalled broker) makes
@@ -107,11 +108,11 @@ class Worker:
         self.assigned: set[int] = set()
         self._stop = threading.Event()
         self._shutdown = Shutdown(settings.processing.shutdown_timeout_s)
+        self._subscribed_ms = 0
         self._lag = LagGauges(
             self.metrics, settings.consumer.topic, settings.consumer.auto_offset_reset
         )
         self._next_tick = 0.0
-        self.close_timed_out = False
         self._summary = Summary(self.metrics)
         self._processed_seen = 0
         self._waiting_for_kafka = False
@@ -125,7 +126,7 @@ class Worker:
     def run(self) -> int:
         """Run until stopped; return the process exit status."""
         s = self.settings
-        self._check_client_configs()
+        s.check_clients()  # a value librdkafka refuses: ConfigError, nothing contacted
         with ExitStack() as stack:
             control = ControlPlane(
                 self.registry,
@@ -158,6 +159,7 @@ class Worker:
                 if shadow is not None:
                     stack.callback(shadow.close)
                 self.loop = self._build_loop(consumer, producer, shadow)
+                self._subscribed_ms = time.time_ns() // 1_000_000
                 consumer.subscribe(
                     [s.consumer.topic],
                     on_assign=self._on_assign,
@@ -196,18 +198,6 @@ class Worker:
         signals.install(self.stop, self._stop.is_set)
 
     # -- construction ---------------------------------------------------------------------
-
-    def _check_client_configs(self) -> None:
-        """A value librdkafka refuses is a configuration error (exit 2), found
-        before the control plane or any client touches the network."""
-        s = self.settings
-        try:
-            check_client_config(s.consumer_config(plaintext_secrets=True), "consumer")
-            producer = s.producer_config(plaintext_secrets=True)
-            producer["message.timeout.ms"] = int(s.processing.delivery_timeout_s * 1000)
-            check_client_config(producer, "producer")
-        except ValueError as exc:
-            raise ConfigError(f"config error: {exc}") from None
 
     def _check_topics(self) -> bool:
         """Check (or create) the topics, waiting for Kafka as long as it takes.
@@ -295,6 +285,7 @@ class Worker:
             output=output,
             max_payload_bytes=s.codec.max_payload_bytes,
             batch_size=p.batch_size,
+            batch_max_bytes=p.batch_max_bytes,
             batch_timeout_s=p.batch_timeout_ms / 1000.0,
             latency_sample_every=s.metrics.latency_sample_every,
             shadow=shadow,
@@ -305,6 +296,12 @@ class Worker:
     # -- callbacks (run inside consume(), on the loop's thread) --------------------------
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        c = self.settings.consumer
+        if c.auto_offset_reset == "latest":  # see service.starts
+            coop = "cooperative" in str(self.settings.kafka.extra.get(_ASSIGNOR, ""))
+            start_uncommitted(
+                consumer, c.topic, partitions, self._subscribed_ms, cooperative=coop
+            )
         self.assigned.update(tp.partition for tp in partitions)
         self._lag.assign([tp.partition for tp in partitions])
         if self.loop is not None:
@@ -388,8 +385,11 @@ class Worker:
             )
         return loop.hold.reason
 
+    @property
+    def close_timed_out(self) -> bool:
+        """Whether `close()` ran out of the shutdown budget (`service.shutdown`)."""
+        return self._shutdown.close_timed_out
+
     def _close_consumer(self) -> None:
-        """Commit and leave the group within the shutdown budget (`service.shutdown`)."""
         if self.consumer is not None:
             self._shutdown.close(self.consumer)
-            self.close_timed_out = self._shutdown.close_timed_out

@@ -79,6 +79,12 @@ _FLAGS: Final = (
         int,
     ),
     Flag(
+        "--batch-max-bytes",
+        ("processing", "batch_max_bytes"),
+        "payload bytes per batch at most, from the last batch's mean message size",
+        int,
+    ),
+    Flag(
         "--batch-timeout-ms",
         ("processing", "batch_timeout_ms"),
         "longest wait for a batch: the latency/CPU knob",
@@ -211,12 +217,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(settings: Settings) -> int:
     from service.app import Worker
     from service.logging import configure_logging
+    from service.memory import release_large_buffers
 
     configure_logging(
         settings.logging.level,
         settings.logging.format,
         fields={"worker": settings.processing.index},
     )
+    release_large_buffers()  # service.memory: RSS comes down after a burst
     worker = Worker(settings)
     worker.install_signal_handlers()
     try:

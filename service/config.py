@@ -17,11 +17,17 @@ from schemas.errors import ConfigError
 from schemas.loader import UserSchema
 from schemas.registry import Schema, SchemaSpec, resolve
 from schemas.wire_shape import shape_of
-from service.connection import KafkaConnection, refuse_keys
+from service.connection import KafkaConnection, check_client_config, refuse_keys
 from service.fieldread import field_paths
 from service.settings import loader, printable
 
 TOOL: Final = "worker"
+
+METADATA_REFRESH_MS: Final = 10_000
+"""The consumer's `topic.metadata.refresh.interval.ms`: partitions added to the
+input topic are assigned within about this plus a rebalance (librdkafka's default,
+300 s, left them unread for five minutes). One metadata request per broker every
+10 s costs nothing measurable."""
 
 WORKER_OWNED_KEYS: Final[dict[str, str]] = {
     "enable.auto.offset.store": "the worker stores offsets itself (at-least-once)",
@@ -56,7 +62,8 @@ class ConsumerSettings(_Section):
     `processes` children appends `-<index>`."""
     max_poll_interval_ms: Annotated[int, Field(ge=1000, le=86_400_000)] = 300_000
     fetch_max_bytes: Annotated[int, Field(ge=1024, le=2_147_483_135)] = 52_428_800
-    queued_max_messages_kbytes: Annotated[int, Field(ge=1, le=2_097_151)] = 65_536
+    queued_max_messages_kbytes: Annotated[int, Field(ge=1, le=2_097_151)] = 32_768
+    """The prefetch queue's bound in KiB (librdkafka's default is 64 MiB)."""
 
 
 class CodecSettings(_Section):
@@ -122,6 +129,10 @@ class ProcessingSettings(_Section):
 
     batch_size: Annotated[int, Field(ge=1, le=100_000)] = 500
     batch_timeout_ms: Annotated[float, Field(gt=0, le=60_000)] = 5.0
+    batch_max_bytes: Annotated[int, Field(ge=1024, le=1 << 31)] = 8 * 1024 * 1024
+    """A batch asks for at most this many payload bytes: the next `consume()` takes
+    `batch_size` messages or this over the last batch's mean size, if fewer, so
+    1 MB messages come 8 at a time, not 500 (memory bounded by bytes)."""
     logic: Literal["noop", "aggregate", "flaky", "fields"] = "aggregate"
     """`flaky` is `aggregate` whose every 20th message fails its first attempt (a
     transient error, for the fault suite's retry-budget scenario); `fields` reads
@@ -221,6 +232,9 @@ class Settings(BaseModel):
             )
             static["group.instance.id"] = instance
         return {
+            # New partitions are seen within 10 s, not librdkafka's 300 s (`-X`
+            # or `kafka.extra` may set another interval).
+            "topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS,
             **static,
             **self.kafka.librdkafka(plaintext_secrets=plaintext_secrets),
             "client.id": c.client_id,
@@ -233,6 +247,24 @@ class Settings(BaseModel):
             "fetch.max.bytes": c.fetch_max_bytes,
             "queued.max.messages.kbytes": c.queued_max_messages_kbytes,
         }
+
+    def check_clients(self) -> None:
+        """Let librdkafka validate the consumer's and the producer's settings.
+
+        Raises:
+            ConfigError: a value it refuses (exit status 2), found before the
+                control plane or any client touches the network.
+        """
+        try:
+            check_client_config(
+                self.consumer_config(plaintext_secrets=True), "consumer"
+            )
+            producer = self.producer_config(plaintext_secrets=True)
+            timeout_ms = int(self.processing.delivery_timeout_s * 1000)
+            producer["message.timeout.ms"] = timeout_ms
+            check_client_config(producer, "producer")
+        except ValueError as exc:
+            raise ConfigError(f"config error: {exc}") from None
 
     def producer_config(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:
         """Dead-letter and output producers: idempotent, acks from all replicas."""

@@ -55,6 +55,8 @@ class BatchLoop:
         output: where results go, with its topic; None for no output.
         max_payload_bytes: larger values are rejected before decoding.
         batch_size: messages per `consume()` at most.
+        batch_max_bytes: payload bytes per batch at most: the next `consume()`
+            asks for this over the last batch's mean message size, if fewer.
         batch_timeout_s: the longest wait for a batch.
         latency_sample_every: time the end-to-end latency of every k-th message.
         decode_sample_every: time the decode and logic of every k-th message.
@@ -76,6 +78,7 @@ class BatchLoop:
         max_payload_bytes: int,
         batch_size: int,
         batch_timeout_s: float,
+        batch_max_bytes: int = 1 << 62,
         latency_sample_every: int = 1,
         decode_sample_every: int = DECODE_SAMPLE_EVERY,
         shadow: BatchHook | None = None,
@@ -97,6 +100,9 @@ class BatchLoop:
             retry_backoff_s=retry_backoff_ms / 1000.0,
         )
         self._batch_size = batch_size
+        self._max_bytes = batch_max_bytes
+        self._size = batch_size
+        """Messages the next `consume()` asks for (`_resize`)."""
         self._timeout = batch_timeout_s
         self._every = latency_sample_every
         self._phase = 0
@@ -129,9 +135,9 @@ class BatchLoop:
     def run(self, should_stop: Callable[[], bool], tick: Callable[[], None]) -> None:
         """Process batches until `should_stop()`; call `tick()` after each."""
         consume, process, hold = self._consumer.consume, self.process, self.hold
-        size, timeout = self._batch_size, self._timeout
+        timeout = self._timeout
         while not should_stop():
-            msgs = consume(size, timeout)
+            msgs = consume(self._size, timeout)
             if msgs:
                 process(msgs)
             elif self._shadow is not None:
@@ -159,6 +165,12 @@ class BatchLoop:
         handle_ns: list[int] = []
         try:
             nbytes = self._handle_each(msgs, tally, decode_ns, handle_ns)
+            # Bytes per message, per batch: 1 MB messages must not come 500 at once.
+            if nbytes > self._max_bytes // self._batch_size * len(msgs) or (
+                self._size < self._batch_size
+            ):
+                mean = max(1, nbytes // len(msgs))
+                self._size = max(1, min(self._batch_size, self._max_bytes // mean))
             if tally.poison:
                 self._poison.reject(tally.poison)
             self._confirm()

@@ -7,10 +7,17 @@ assigned partition would read 0 while a backlog waits: for those partitions the
 lag is computed from the group's committed offset (or, with none, the low or high
 watermark that `auto.offset.reset` starts from) and a watermark query, at most once
 a second and only until their first fetch.
+
+Partitions added to the topic belong to no member until the rebalance that their
+discovery triggers (`topic.metadata.refresh.interval.ms`, 10 s, plus the
+rebalance): the member that holds partition 0, one per group, reports their lag
+too, from a metadata query every `_UNOWNED_EVERY_S`, so a backlog on them shows
+instead of a lag of 0.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any, Final
 
 from confluent_kafka import KafkaException, TopicPartition
@@ -18,6 +25,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from service.metrics import Metrics
 
 _QUERY_TIMEOUT_S: Final = 1.0
+_UNOWNED_EVERY_S: Final = 5.0
 
 
 class LagGauges:
@@ -36,15 +44,23 @@ class LagGauges:
         self._reset = offset_reset
         self._children: dict[int, Any] = {}
         self._committed: dict[int, int] = {}
+        self._baseline: int | None = None
+        """The topic's partition count after the last assignment: any above it
+        are new and not yet assigned to any member."""
+        self._unowned: list[int] = []
+        self._next_query = 0.0
         self.total = 0
 
     def assign(self, partitions: list[int]) -> None:
         """Start gauges for newly assigned partitions."""
+        self._drop_unowned()
+        self._baseline, self._next_query = None, 0.0
         for p in partitions:
             self._children[p] = self._m.consumer_lag.labels(self._topic, str(p))
 
     def forget(self, partitions: list[int]) -> None:
         """Drop the gauges of revoked or lost partitions."""
+        self._drop_unowned()
         for p in partitions:
             self._committed.pop(p, None)
             if self._children.pop(p, None) is not None:
@@ -70,9 +86,37 @@ class LagGauges:
                 lag = max(0, high - tp.offset)
                 child.set(lag)
                 total += lag
-        if unfetched:
-            total += self._before_first_fetch(consumer, unfetched)
+        if 0 in self._children:
+            self._find_unowned(consumer)
+        if unfetched or self._unowned:
+            total += self._before_first_fetch(consumer, unfetched + self._unowned)
         self.total = total
+
+    def _find_unowned(self, consumer: Any) -> None:
+        """Partitions above the count the last assignment saw (see the module)."""
+        now = time.monotonic()
+        if now < self._next_query:
+            return
+        self._next_query = now + _UNOWNED_EVERY_S
+        try:
+            meta = consumer.list_topics(self._topic, timeout=_QUERY_TIMEOUT_S)
+            count = len(meta.topics[self._topic].partitions)
+        except (KafkaException, KeyError):
+            return
+        if self._baseline is None:
+            self._baseline = count
+        for p in range(self._baseline, count):
+            if p not in self._children:
+                self._children[p] = self._m.consumer_lag.labels(self._topic, str(p))
+                self._unowned.append(p)
+
+    def _drop_unowned(self) -> None:
+        """A rebalance gives the new partitions owners, who report them."""
+        unowned, self._unowned = self._unowned, []
+        for p in unowned:
+            self._committed.pop(p, None)
+            if self._children.pop(p, None) is not None:
+                self._m.consumer_lag.remove(self._topic, str(p))
 
     def _before_first_fetch(self, consumer: Any, partitions: list[int]) -> int:
         """Lag from the committed offset and a watermark query (see the module)."""
@@ -99,8 +143,10 @@ class LagGauges:
             except KafkaException:  # unreachable: keep the old value
                 continue
             start = self._committed.get(p, -1)
-            if start < 0:  # nothing committed: where auto.offset.reset starts
-                start = high if self._reset == "latest" else low
+            if start < 0:  # nothing committed: where the partition starts
+                # (`service.starts`: with `latest`, its end only in a new group)
+                reads = any(o >= 0 for o in self._committed.values())
+                start = high if self._reset == "latest" and not reads else low
             lag = max(0, high - start)
             child.set(lag)
             total += lag

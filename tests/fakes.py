@@ -84,6 +84,7 @@ class FakeConsumer:
     committed_offsets: dict[int, int] = field(default_factory=dict)
     paused: set[int] = field(default_factory=set)
     seeks: list[tuple[int, int]] = field(default_factory=list)
+    partition_count: int = 0
 
     def __call__(self, config: dict[str, Any]) -> FakeConsumer:
         self.config = config
@@ -145,6 +146,19 @@ class FakeConsumer:
     ) -> tuple[int, int]:
         return self.watermarks.get(
             partition.partition, (OFFSET_INVALID, OFFSET_INVALID)
+        )
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        """Metadata: `topic`'s partitions are those assigned, with watermarks or
+        `partition_count` (when set)."""
+        from types import SimpleNamespace
+
+        count = self.partition_count or (
+            1 + max([*self.to_assign, *self.watermarks, -1])
+        )
+        partitions = {p: SimpleNamespace(id=p) for p in range(count)}
+        return SimpleNamespace(
+            topics={self.topic: SimpleNamespace(partitions=partitions)}
         )
 
     def committed(

@@ -13,6 +13,7 @@ from tests.faults import (
     scenarios_consumer as consumer,
     scenarios_dlq as dlq,
     scenarios_hostile as hostile,
+    scenarios_memory as memory,
     scenarios_network as network,
     scenarios_poison as poison,
     scenarios_security as security,
@@ -65,6 +66,9 @@ ENTRIES: Final = (
     Entry("H1", hostile.h1_hostile_headers, True),
     Entry("C1", hostile.c1_control_plane_abuse, True),
     Entry("R1", stall.r1_stalled_broker, False),
+    Entry("N1 earliest", stall.added_partitions("earliest"), False),
+    Entry("N1 latest", stall.added_partitions("latest"), False),
+    Entry("L1", memory.l1_large_messages, False),
 )
 """The full set: every entry. The fast set (CI, `pytest tests/faults`): the
 per-commit layer of RELIABILITY 6.4 in short variants, about 4 minutes on 2

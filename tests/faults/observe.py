@@ -160,6 +160,11 @@ class Monitor:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def widen(self, partitions: int) -> None:
+        """Sample `partitions` partitions from now on (some were added)."""
+        topic = self._tps[0].topic
+        self._tps = [TopicPartition(topic, p) for p in range(partitions)]
+
     def start(self) -> Monitor:
         """Start sampling."""
         self._thread.start()

@@ -162,6 +162,18 @@ class VerifyingProducer:
         if self.error is not None:
             raise RuntimeError(f"the verifying producer failed: {self.error!r}")
 
+    def widen(self, partitions: int, timeout: float = 30) -> None:
+        """Spread the next messages over `partitions` (some were just added), once
+        this producer's metadata shows them."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            meta = self._producer.list_topics(self.topic, timeout=5)
+            if len(meta.topics[self.topic].partitions) >= partitions:
+                self.partitions = partitions
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"the producer never saw {partitions} partitions")
+
     @property
     def running(self) -> bool:
         """Whether it still sends or waits for reports."""

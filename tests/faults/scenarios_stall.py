@@ -1,9 +1,10 @@
-"""A stalled broker, on a broker of its own: R1 /readyz turns, SIGTERM stays bounded."""
+"""A stalled broker (R1, on a broker of its own) and a topic that grows (N1)."""
 
 from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from typing import Final
 
 from schemas.errors import RunnerError
@@ -94,3 +95,83 @@ def r1_stalled_broker(env: Env) -> Outcome:
         run.dup_bound += run.redo(worker, start - 6, start + 1) + 2 * 500
         run.finish()
     return outcome
+
+
+ADD_FROM: Final = 2
+ADD_TO: Final = 6
+ASSIGN_BOUND_S: Final = 30.0
+"""Partitions added must be assigned within this (metadata refresh 10 s, rebalance)."""
+
+
+def added_partitions(reset: str) -> Callable[[Env], Outcome]:
+    """Scenario N1 for one `auto.offset.reset`."""
+
+    def n1(env: Env) -> Outcome:
+        """Partitions added mid-run (2 -> 6): assigned in seconds, nothing skipped.
+
+        Traffic goes to the new partitions at once, before any rebalance gives
+        them an owner; the worker (with `earliest` or `latest`) must be assigned
+        them within `ASSIGN_BOUND_S` and handle everything written to them. While
+        they have no owner the lag gauge must count them.
+        """
+        outcome = Outcome(
+            f"N1 {reset}", f"Partitions added mid-run {ADD_FROM} -> {ADD_TO} ({reset})"
+        )
+        with Run(
+            env,
+            outcome,
+            partitions=ADD_FROM,
+            worker_args=["--auto-offset-reset", reset],
+        ) as run:
+            worker = run.worker()
+            producer = run.produce(rate=RATE // 2, count=RATE // 2 * 30)
+            worker.wait_for(RATE, timeout=60)
+            added = time.monotonic()
+            run.mark(f"partitions {ADD_FROM} -> {ADD_TO}")
+            _add_partitions(run.bootstrap, run.topic, ADD_TO)
+            producer.widen(ADD_TO)
+            run.monitor.widen(ADD_TO)
+            run.partitions = ADD_TO
+            lag_seen = 0.0
+
+            def assigned() -> bool:
+                nonlocal lag_seen
+                scraped = worker.scrape()
+                if scraped is None:
+                    return False
+                lag_seen = max(
+                    lag_seen,
+                    sum(
+                        scraped.total("worker_consumer_lag_messages", partition=str(p))
+                        for p in range(ADD_FROM, ADD_TO)
+                    ),
+                )
+                return scraped.total("worker_assigned_partitions") >= ADD_TO
+
+            try:
+                assign_s = wait_until(assigned, 120, every=0.5, what="new partitions")
+            except TimeoutError:
+                assign_s = time.monotonic() - added
+            run.fault_ends.append(run.mark("new partitions assigned"))
+            run.wait_drained(90)
+            run.dup_bound += run.redo_faults(worker, [added])
+            run.finish()
+            outcome.figures.update(
+                assigned_after_s=round(assign_s, 1), unowned_lag_max=int(lag_seen)
+            )
+            if assign_s > ASSIGN_BOUND_S:
+                outcome.fail(
+                    f"the new partitions were assigned after {assign_s:.0f} s "
+                    f"(bound {ASSIGN_BOUND_S:.0f} s)"
+                )
+        return outcome
+
+    return n1
+
+
+def _add_partitions(bootstrap: str, topic: str, total: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewPartitions  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_partitions([NewPartitions(topic, total)]).values():
+        future.result(30)

@@ -102,3 +102,36 @@ def test_sigterm_during_start_up(
     text = log.read_text()
     assert code == 0, text
     assert "Traceback" not in text
+
+
+def _add_partitions(bootstrap: str, topic: str, total: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewPartitions  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_partitions([NewPartitions(topic, total)]).values():
+        future.result(30)
+
+
+@pytest.mark.parametrize("reset", ["earliest", "latest"])
+def test_added_partitions_are_read_from_their_start(
+    kafka_bootstrap: str, topic_factory: Any, tmp_path: Path, reset: str
+) -> None:
+    """Partitions added while the group runs are assigned within seconds (the
+    metadata refresh, 10 s, not librdkafka's 300 s), and what was written to them
+    before that assignment is handled, with `earliest` and with `latest`."""
+    topic = topic_factory(2)
+    args = ("--codec", "msgspec-msgpack", "--auto-offset-reset", reset)
+    with WorkerProcess(
+        kafka_bootstrap, topic, *args, *dlq_args(topic_factory), log=tmp_path / "w.log"
+    ) as w:
+        w.wait_ready()
+        produce(kafka_bootstrap, topic, records("msgspec-msgpack", "medium", 40))
+        assert w.wait_for(40) == 40
+        _add_partitions(kafka_bootstrap, topic, 6)
+        added = records("msgspec-msgpack", "medium", 200, start=40)
+        for i, rec in enumerate(added):
+            rec["partition"] = 2 + i % 4
+        produce(kafka_bootstrap, topic, added)  # before any rebalance gives them owners
+        assert w.wait_for(240, timeout=90) == 240
+        assert w.stop() == 0
+    assert "Traceback" not in (tmp_path / "w.log").read_text()

@@ -299,6 +299,40 @@ class TestLag:
         assert [rig.lag(p) for p in range(2)] == [600, 50]
         assert rig.worker._lag.total == 650
 
+    def test_partitions_added_and_not_yet_assigned_are_counted(self) -> None:
+        """The member holding partition 0 reports the lag of partitions added since
+        the last assignment, until a rebalance gives them owners."""
+        rig = Rig()
+        rig.assign(0, 1)
+        rig.consumer.positions = {0: 10, 1: 10}
+        rig.consumer.watermarks = {0: (0, 10), 1: (0, 10)}
+        rig.consumer.partition_count = 2
+        rig.worker._lag.update(rig.consumer)  # the count after the assignment: 2
+        assert rig.worker._lag.total == 0
+        rig.consumer.partition_count = 4  # two partitions added, written to
+        rig.consumer.watermarks.update({2: (0, 30), 3: (0, 12)})
+        rig.consumer.committed_offsets = {0: 10, 1: 10}
+        rig.worker._lag._next_query = 0.0
+        rig.worker._lag.update(rig.consumer)
+        assert [rig.lag(p) for p in range(4)] == [0, 0, 30, 12]
+        assert rig.worker._lag.total == 42
+        rig.assign(0, 1, 2, 3)  # the rebalance: their owners report them now
+        rig.consumer.positions.update({2: 30, 3: 12})
+        rig.worker._lag.update(rig.consumer)
+        assert rig.worker._lag.total == 0
+
+    def test_without_partition_0_nothing_unassigned_is_reported(self) -> None:
+        rig = Rig()
+        rig.assign(1)
+        rig.consumer.positions = {1: 10}
+        rig.consumer.watermarks = {1: (0, 10), 2: (0, 30)}
+        rig.consumer.partition_count = 2
+        rig.worker._lag.update(rig.consumer)
+        rig.consumer.partition_count = 3
+        rig.worker._lag._next_query = 0.0
+        rig.worker._lag.update(rig.consumer)
+        assert rig.worker._lag.total == 0
+
 
 class TestHealth:
     """/healthz is healthy only once the loop exists and while it comes round."""

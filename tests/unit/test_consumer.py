@@ -478,3 +478,20 @@ class TestInvalidLatency:
             == 1
         )
         assert rig.sample("worker_e2e_latency_seconds_count", codec=rig.codec.name) == 0
+
+
+class TestBatchBytes:
+    """The batch is bounded by bytes: large messages shrink the next `consume()`."""
+
+    def test_large_messages_shrink_the_batch_and_small_ones_restore_it(self) -> None:
+        rig = Rig()
+        small = [rig.msg(i) for i in range(10)]
+        rig.process(small)
+        assert rig.loop._size == 100  # no byte bound: the batch size
+        size = len(small[0].value() or b"")
+        rig.loop._max_bytes = size * 4  # as if each message were a quarter of it
+        rig.process([rig.msg(i) for i in range(10, 20)])
+        assert 2 <= rig.loop._size <= 5
+        rig.loop._max_bytes = 1 << 30  # small again, relative to the bound
+        rig.process([rig.msg(i) for i in range(20, 30)])
+        assert rig.loop._size == 100
