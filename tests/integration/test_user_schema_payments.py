@@ -72,7 +72,7 @@ def test_check_passes_with_every_codec() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "with 6 codecs" in done.stdout and "all codecs agree" in done.stdout
+    assert "with 9 codecs" in done.stdout and "all codecs agree" in done.stdout
 
 
 def test_msgspec_json_worker_dead_letters_exactly_the_lax_messages(
