@@ -87,6 +87,8 @@ def measure(
                 profile=profile.label,
                 decode_us=r.decode.us.median,
                 decode_read_us=r.decode_read.us.median,
+                read_all_us=None if r.read_all is None else r.read_all.us.median,
+                read_k_us=None if r.read_fields is None else r.read_fields.us.median,
             )
             for r in report.results
         ]

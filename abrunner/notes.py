@@ -36,6 +36,13 @@ _LEGEND: Final = {
     "Kafka/in-process": "`decode us` over `decode us in-process`",
     "decode+read us in-process": "as `decode us in-process`, plus the stub logic "
     "reading every field (the fair figure for protobuf, which parses lazily)",
+    "+all us in-process": "decode, then every field read into Python values: the "
+    "column that compares like with like across eager codecs and lazy ones "
+    "(protobuf's upb, the FlatBuffers view), whose `decode us` defers work to the "
+    "reads",
+    "+3 fields us in-process": "decode, then only the first three top-level fields "
+    "read: a narrow consumer's figure, where a lazy format can save (on Kafka: "
+    "`--worker-arg=--logic=fields --worker-arg=--read-fields=3`)",
 }
 """What the columns that need it mean, by header."""
 

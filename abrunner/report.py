@@ -68,6 +68,8 @@ COLUMNS: Final = {
     "decode_in_process_us": Column("decode us in-process", "{:.2f}"),
     "decode_vs_in_process": Column("Kafka/in-process", "{:.2f}x"),
     "decode_read_in_process_us": Column("decode+read us in-process", "{:.2f}"),
+    "read_all_in_process_us": Column("+all us in-process", "{:.2f}"),
+    "read_k_in_process_us": Column("+3 fields us in-process", "{:.2f}"),
     "e2e_p50_ms": Column("p50 ms", "{:.1f}", modes=_RATE),
     "e2e_p99_ms": Column("p99 ms", "{:.1f}", ratio=True, modes=_RATE),
     "e2e_p999_ms": Column("p99.9 ms", "{:.1f}", modes=_RATE),
@@ -136,11 +138,15 @@ def _add_in_process(row: Row, bench: InProcess) -> None:
     found = {
         "decode_in_process_us": bench.decode_us,
         "decode_read_in_process_us": bench.decode_read_us,
+        "read_all_in_process_us": bench.read_all_us,
+        "read_k_in_process_us": bench.read_k_us,
     }
     kafka = row.median("decode_p50_us")
     if kafka is not None and math.isfinite(kafka) and bench.decode_us > 0:
         found["decode_vs_in_process"] = kafka / bench.decode_us
-    row.figures.update({key: Spread(v, v, v) for key, v in found.items()})
+    row.figures.update(
+        {key: Spread(v, v, v) for key, v in found.items() if v is not None}
+    )
 
 
 def _row(runs: list[CaseResult]) -> Row:

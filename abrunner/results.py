@@ -162,7 +162,8 @@ IN_PROCESS_FIGURES: Final = (
 )
 """The `Row` figures from the in-process measurement (`InProcess`; one value each,
 so no spread): its decode and decode+read medians, and the Kafka path's median
-decode (`decode_p50_us`) over the in-process one (1.0 when they agree)."""
+decode (`decode_p50_us`) over the in-process one (1.0 when they agree). Reports written
+since the lazy formats also hold `read_all_in_process_us` and `read_k_in_process_us`."""
 
 
 class Spread(msgspec.Struct, frozen=True):
@@ -184,12 +185,18 @@ class InProcess(msgspec.Struct, frozen=True, kw_only=True):
         profile: the payload profile's label.
         decode_us: the decoder alone (`decode_unchecked`, as the worker calls it).
         decode_read_us: decode, then the stub logic reading every field.
+        read_all_us: decode, then every field read into Python values (like with
+            like across eager and lazy codecs); None in older reports.
+        read_k_us: decode, then only the first three top-level fields read (the
+            narrow consumer, where a lazy format can save); None in older reports.
     """
 
     codec: str
     profile: str
     decode_us: float
     decode_read_us: float
+    read_all_us: float | None = None
+    read_k_us: float | None = None
 
 
 class Row(msgspec.Struct, kw_only=True):

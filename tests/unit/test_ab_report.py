@@ -165,6 +165,31 @@ class TestNewFigures:
         assert proto["GC per 1k msgs"] == "0.25"
         assert set(IN_PROCESS_FIGURES) <= rows["protobuf"].figures.keys()
 
+    def test_read_all_and_read_k_columns(self) -> None:
+        """Lazy formats: +all (like with like) and +3 fields beside decode."""
+        lazy = InProcess(
+            codec="protobuf",
+            profile="medium",
+            decode_us=1.0,
+            decode_read_us=3.0,
+            read_all_us=7.5,
+            read_k_us=2.25,
+        )
+        rows = abreport.aggregate(RUNS[1:], [lazy])["medium"]
+        headers, [line] = abreport.table(rows, "protobuf", False, False)
+        cells = dict(zip(headers, line, strict=True))
+        assert (cells["+all us in-process"], cells["+3 fields us in-process"]) == (
+            "7.50",
+            "2.25",
+        )
+        md = abreport.markdown(report(RUNS[1:], in_process=[lazy]))
+        assert "compares like with like" in md
+
+    def test_older_in_process_figures_leave_the_columns_out(self) -> None:
+        rows = abreport.aggregate(RUNS, BENCH)["medium"]
+        headers, _ = abreport.table(rows, "protobuf", False, False)
+        assert "+all us in-process" not in headers
+
     def test_unmeasured_columns_are_left_out(self) -> None:
         rows = abreport.aggregate(RESULTS)["medium"]
         headers, _ = abreport.table(rows, "json-stdlib+pydantic", False, False)
