@@ -133,20 +133,7 @@ _FLAGS: Final = (
         float,
         default="the run's --rate",
     ),
-    Flag(
-        "--max-regression",
-        ("max_regression",),
-        "--compare fails a codec whose gated figure rose by more than this "
-        "fraction (0.10 = 10 %)",
-        float,
-    ),
-    Flag(
-        "--gate-figures",
-        ("gate_figures",),
-        "comma-separated figures --compare gates on: cpu_us_per_msg, "
-        "e2e_p99_ms, rss_steady_mb",
-        default="cpu_us_per_msg",
-    ),
+    *compare.gate_flags("a codec"),
     *KAFKA_FLAGS,
 )
 

@@ -31,6 +31,7 @@ from abrunner.decisions import DECIDED, per_repeat
 from abrunner.report import COLUMNS, read
 from abrunner.results import Report, by_cpu
 from schemas.errors import ConfigError
+from service.flags import Flag
 
 PASSED: Final = 0
 REGRESSED: Final = 1
@@ -76,6 +77,27 @@ class Change(NamedTuple):
     interval: stats.Interval | None
     gated: bool
     regressed: bool
+
+
+def gate_flags(what: str) -> tuple[Flag, Flag]:
+    """`--max-regression` and `--gate-figures`, for the lab run and the staging run
+    (`what` is what fails the gate: "a codec", "a side")."""
+    return (
+        Flag(
+            "--max-regression",
+            ("max_regression",),
+            f"--compare fails {what} whose gated figure rose by more than this "
+            "fraction (0.10 = 10 %)",
+            float,
+        ),
+        Flag(
+            "--gate-figures",
+            ("gate_figures",),
+            "comma-separated figures --compare gates on: cpu_us_per_msg, "
+            "e2e_p99_ms, rss_steady_mb",
+            default=",".join(DEFAULT_GATE),
+        ),
+    )
 
 
 def load(path: str | Path) -> Report:

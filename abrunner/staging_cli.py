@@ -64,19 +64,7 @@ _FLAGS: Final = (
         "this fraction",
         float,
     ),
-    Flag(
-        "--max-regression",
-        ("max_regression",),
-        "--compare fails a side whose gated figure rose by more than this fraction",
-        float,
-    ),
-    Flag(
-        "--gate-figures",
-        ("gate_figures",),
-        "comma-separated figures --compare gates on: cpu_us_per_msg, "
-        "e2e_p99_ms, rss_steady_mb",
-        default="cpu_us_per_msg",
-    ),
+    *compare.gate_flags("a side"),
 )
 
 
