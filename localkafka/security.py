@@ -175,18 +175,7 @@ class Material:
             "-validity",
             validity,
         )
-        _keytool(
-            pw,
-            "-importcert",
-            "-noprompt",
-            "-alias",
-            "ca",
-            "-file",
-            str(self.ca_pem),
-            "-keystore",
-            str(store),
-            *_STORE,
-        )
+        _trust_ca(pw, self.ca_pem, store)
         _keytool(
             pw,
             "-importcert",
@@ -202,6 +191,17 @@ class Material:
         crt.unlink()
         store.chmod(0o600)
         return store
+
+
+def _trust_ca(password: str, ca_pem: Path, store: Path) -> None:
+    """Adds the CA certificate to `store` (created if missing) as alias `ca`."""
+    _keytool(
+        password,
+        "-importcert",
+        "-noprompt",
+        *("-alias", "ca", "-file", str(ca_pem), "-keystore", str(store)),
+        *_STORE,
+    )
 
 
 def make_material(directory: Path, *, client: bool) -> Material:
@@ -242,18 +242,7 @@ def make_material(directory: Path, *, client: bool) -> Material:
         "-file",
         str(material.ca_pem),
     )
-    _keytool(
-        pw,
-        "-importcert",
-        "-noprompt",
-        "-alias",
-        "ca",
-        "-file",
-        str(material.ca_pem),
-        "-keystore",
-        str(material.truststore_p12),
-        *_STORE,
-    )
+    _trust_ca(pw, material.ca_pem, material.truststore_p12)
     material.signed(material.broker_p12, "broker", "CN=127.0.0.1", san="IP:127.0.0.1")
     if client:
         material.signed(material.client_p12(), "client", f"CN={USER}")
