@@ -217,14 +217,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(settings: Settings) -> int:
     from service.app import Worker
     from service.logging import configure_logging
-    from service.memory import release_large_buffers
 
     configure_logging(
         settings.logging.level,
         settings.logging.format,
         fields={"worker": settings.processing.index},
     )
-    release_large_buffers()  # service.memory: RSS comes down after a burst
     worker = Worker(settings)
     worker.install_signal_handlers()
     try:

@@ -24,6 +24,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from codec import Codec
 from schemas.errors import DeliveryError, FatalError
+from service import memory
 from service.delivery import ConfirmedProducer
 from service.headers import CONTENT_TYPE, SENT_NS
 from service.hold import Hold
@@ -140,10 +141,14 @@ class BatchLoop:
             msgs = consume(self._size, timeout)
             if msgs:
                 process(msgs)
-            elif self._shadow is not None:
-                # Idle: the shadow serves its samples' delivery reports, so
-                # `written` does not wait for the next batch.
-                self._shadow(())
+            else:
+                if self._size < self._batch_size:  # idle after large values
+                    self._size = self._batch_size
+                    memory.trim()
+                if self._shadow is not None:
+                    # Idle: the shadow serves its samples' delivery reports, so
+                    # `written` does not wait for the next batch.
+                    self._shadow(())
             if hold.active:
                 hold.due()
             self.heartbeat = time.monotonic()
@@ -170,7 +175,10 @@ class BatchLoop:
                 self._size < self._batch_size
             ):
                 mean = max(1, nbytes // len(msgs))
-                self._size = max(1, min(self._batch_size, self._max_bytes // mean))
+                size = max(1, min(self._batch_size, self._max_bytes // mean))
+                if size == self._batch_size:  # a burst of large values has ended
+                    memory.trim()
+                self._size = size
             if tally.poison:
                 self._poison.reject(tally.poison)
             self._confirm()

@@ -1,16 +1,18 @@
-"""Large payloads go back to the kernel once freed (glibc's malloc, Linux).
+"""Large payloads go back to the kernel after a burst (glibc's malloc, Linux).
 
 Each consumed value becomes a Python `bytes` of its size, allocated with `malloc`.
-glibc serves allocations above its mmap threshold (128 KiB) with `mmap` and unmaps
-them on free, but it raises that threshold to the size of every mapped block freed
-(up to 32 MiB): after the first 1 MB message, 1 MB values come from the heap, and
-a burst of them leaves the heap grown and fragmented, so RSS stays at its peak
-long after the burst (62 -> 382 MB, then 373 MB after the drain, measured here
-before this). Fixing the threshold with `mallopt(M_MMAP_THRESHOLD)` turns the
-adjustment off: every value of 128 KiB or more is mapped and returned on free,
-and RSS comes back down. Smaller values are unaffected, and so is the hot loop:
-an mmap per large value costs microseconds against the milliseconds of decoding
-a megabyte.
+glibc serves a 1 MB value from its heap once its (adaptive) mmap threshold has
+risen past that size, so a burst of large messages leaves the heap grown and
+fragmented, and RSS stays at its peak long after the burst (62 -> 382 MB, then
+373 MB after the drain, measured here). `trim()` calls `malloc_trim(0)`, which
+hands every free page of every arena back to the kernel; the consumer calls it
+once when a burst of large values ends (`service.consumer`), never per batch.
+
+Fixing the mmap threshold instead (`mallopt(M_MMAP_THRESHOLD)`, so that each
+large value is mapped and unmapped on its own) also brings RSS down, but it maps
+and unmaps librdkafka's fetch buffers too: +0.1 s of its broker thread's CPU per
+300k medium messages, and the worker's drain fell from 0.89-0.92x to 0.80-0.85x
+of the bare loop's (`make bench`, measured here), a cost the bare loop does not pay.
 """
 
 from __future__ import annotations
@@ -18,22 +20,23 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import sys
-from typing import Final
-
-_M_MMAP_THRESHOLD: Final = -3
-MMAP_THRESHOLD: Final = 128 * 1024
+from collections.abc import Callable
 
 
-def release_large_buffers() -> bool:
-    """Fix glibc's mmap threshold at `MMAP_THRESHOLD`; False where that is not
-    possible (not Linux, not glibc)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # musl and others: no mallopt
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+def _malloc_trim() -> Callable[[], object]:
+    """glibc's `malloc_trim(0)`, or a no-op where there is none (not glibc)."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            malloc_trim = libc.malloc_trim
+        except (OSError, AttributeError):  # musl and others
+            pass
+        else:
+            malloc_trim.argtypes = [ctypes.c_size_t]
+            malloc_trim.restype = ctypes.c_int
+            return lambda: malloc_trim(0)
+    return lambda: None
+
+
+trim: Callable[[], object] = _malloc_trim()
+"""Returns the heap's free pages to the kernel (a few ms at most; once a burst)."""

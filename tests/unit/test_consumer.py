@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 from codec import CodecName, get_codec
 from loadgen.payloads import make_payloads
 from schemas.errors import FatalError
+from service import memory
 from service.consumer import BatchLoop
 from service.delivery import ConfirmedProducer
 from service.handlers import Handler
@@ -495,3 +496,21 @@ class TestBatchBytes:
         rig.loop._max_bytes = 1 << 30  # small again, relative to the bound
         rig.process([rig.msg(i) for i in range(20, 30)])
         assert rig.loop._size == 100
+
+    def test_heap_trimmed_once_when_a_burst_ends(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Not per batch: once, when the large values stop."""
+        trims: list[int] = []
+        monkeypatch.setattr(memory, "trim", lambda: trims.append(1))
+        rig = Rig()
+        size = len(rig.msg(0).value() or b"")
+        rig.process([rig.msg(i) for i in range(10)])
+        rig.loop._max_bytes = size * 4
+        rig.process([rig.msg(i) for i in range(10, 20)])
+        rig.process([rig.msg(i) for i in range(20, 30)])
+        assert trims == []  # a burst: nothing returned while it lasts
+        rig.loop._max_bytes = 1 << 30
+        rig.process([rig.msg(i) for i in range(30, 40)])
+        rig.process([rig.msg(i) for i in range(40, 50)])
+        assert trims == [1]
