@@ -38,7 +38,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 import service.flags as commands
-from abrunner import compare, decisions, notes, rejections, runner, sizing
+from abrunner import compare, decisions, decode_share, notes, rejections, runner, sizing
 from abrunner.config import PREFERRED_BASELINE, TOOL, AbSettings
 from abrunner.plan import Plan, Profile, schema_limits
 from abrunner.report import markdown_table, tables, write
@@ -330,6 +330,7 @@ def print_tables(report: Report, out: TextIO) -> None:
     ]
     after = [
         decisions.section(report),
+        decode_share.note(report),
         rejections.sections(report.results, list(report.summary)),
         notes.decode_differs(report.summary),
         notes.invalid_latencies(report),

@@ -24,6 +24,12 @@ _LEGEND: Final = {
     "load window",
     "GC per 1k msgs": "cyclic garbage collections, all generations "
     "(`worker_gc_collections_total`), per 1,000 messages handled",
+    "decode % of CPU": "the decode's share of the worker's CPU per message: the "
+    "mean of its sampled single decodes (`decode_us` in report.json, wall time) "
+    "over CPU us/msg, repeat by repeat; the rest is the consumer around the decode "
+    "(librdkafka, batches, offsets, the logic, metrics). A preempted decode counts "
+    "its wait, so on a shared machine it errs high; report.json: `decode_share`, "
+    "a fraction",
     "decode us": "median of the worker's sampled single decodes: every 32nd "
     "message timed with `perf_counter_ns` (wall time, less the clock's own cost, "
     "`worker_timer_overhead_seconds`), from the "

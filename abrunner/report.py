@@ -27,7 +27,7 @@ from typing import Final, NamedTuple
 
 import msgspec
 
-from abrunner import decisions, notes, rejections
+from abrunner import decisions, decode_share, notes, rejections
 from abrunner.charts import SWEEP_CHART, charts, drawable
 from abrunner.results import (
     FIGURES,
@@ -59,6 +59,7 @@ COLUMNS: Final = {
     "throughput": Column("msg/s", "{:,.0f}", ratio=True, modes=_RATE),
     "cpu_pct": Column("CPU % core", "{:.0f}", modes=_RATE),
     "cpu_us_per_msg": Column("CPU us/msg", "{:.1f}", ratio=True),
+    decode_share.SHARE: Column("decode % of CPU", "{:.0%}"),
     # Header named after the rate by `table`; two decimals: 0.4 cores is a decision.
     decisions.CORES: Column("cores at target rate", "{:.2f}"),
     "gc_ms_per_s": Column("GC ms/s", "{:.1f}"),
@@ -156,6 +157,7 @@ def _row(runs: list[CaseResult]) -> Row:
         values: list[float] = [v for r in good if (v := getattr(r, key)) is not None]
         if values:
             figures[key] = Spread(statistics.median(values), min(values), max(values))
+    figures.update(decode_share.spread(good))
     return Row(
         runs=len(runs),
         errors=[r.error for r in runs if r.error is not None],
@@ -295,6 +297,8 @@ def markdown(report: Report) -> str:
         lines += [f"## {plan.heading(profile)}", "", *markdown_table(headers, body), ""]
     if ratios := decisions.section(report):
         lines += [ratios, ""]
+    if small := decode_share.note(report):
+        lines += [small, ""]
     if refused := rejections.sections(report.results, list(report.summary)):
         lines += [refused, ""]
     if invalid := notes.invalid_latencies(report):

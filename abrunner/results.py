@@ -210,8 +210,10 @@ class Row(msgspec.Struct, kw_only=True):
         not_drained: messages still queued after the drains.
         dead_lettered: messages dead-lettered over the measured repeats.
         figures: each of `FIGURES` that was measured at least once, when the
-            in-process figures were taken each of `IN_PROCESS_FIGURES`, and
-            `cores_at_target`: CPU us/msg x `Report.target_rate` / 1e6.
+            in-process figures were taken each of `IN_PROCESS_FIGURES`,
+            `cores_at_target`: CPU us/msg x `Report.target_rate` / 1e6, and
+            `decode_share`: mean decode over CPU us/msg, per repeat
+            (`abrunner.decode_share`).
     """
 
     runs: int
