@@ -65,7 +65,7 @@ sample-report: setup  ## Regenerate docs/sample-report/: the full default run (4
 bench: setup  ## Worker vs a bare per-message loop for every wire codec, msgs per CPU-second
 	$(PY) -m tests.perf.bench_worker
 
-bench-fixed-rate: setup  ## Worker vs a bare loop on the same 40k msg/s traffic: CPU and latency
+bench-fixed-rate: setup  ## Worker vs a bare loop on the same traffic at 2k, 20k and 40k msg/s: CPU and latency
 	$(PY) -m tests.perf.bench_worker --fixed-rate
 
 bench-overhead: setup  ## What the worker's loop adds to a bare decode loop, in-process, every codec

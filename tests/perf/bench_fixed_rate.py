@@ -12,12 +12,14 @@ from tests.perf.bench_support import (
     WORKER_DEFAULTS,
     BareConsumer,
     WorkerProcess,
+    by_role,
     cpu_seconds,
     fresh_topic,
     latency_ms,
     loadgen_cmd,
     loadgen_summary,
     log,
+    thread_cpu,
     wait_until,
 )
 
@@ -38,24 +40,36 @@ def _window_end(
 
 
 def _measure(
-    args: argparse.Namespace, bootstrap: str, topic: str, batch: int
+    args: argparse.Namespace, bootstrap: str, topic: str, batch: int, rate: float
 ) -> dict[str, Any]:
     """Run the load past both consumers; raw CPU, progress and latency readings."""
     with ExitStack() as stack:
         timeout = WORKER_DEFAULTS.batch_timeout_ms / 1000
+        every = args.latency_sample_every
         bare = BareConsumer(
-            bootstrap, topic, args.codec, batch, timeout, latencies=True
+            bootstrap,
+            topic,
+            args.codec,
+            batch,
+            timeout,
+            latencies=True,
+            latency_sample_every=every,
         )
         stack.callback(bare.close)
-        worker = WorkerProcess(bootstrap, topic, args.codec, args.batch_size)
+        worker = WorkerProcess(
+            bootstrap,
+            topic,
+            args.codec,
+            args.batch_size,
+            "--latency-sample-every",
+            str(every),
+        )
         stack.callback(worker.close)
         # Both assigned first: a consumer that joins late starts with a backlog.
         wait_until("consumers assigned", lambda: bare.ready() and worker.ready(), 120)
         before = worker.e2e_buckets()
-        log(
-            f"{args.codec}: {args.rate:,.0f} msg/s for {args.duration:g} s into {topic}"
-        )
-        flags = ("--rate", str(args.rate), "--duration", str(args.duration))
+        log(f"{args.codec}: {rate:,.0f} msg/s for {args.duration:g} s into {topic}")
+        flags = ("--rate", str(rate), "--duration", str(args.duration))
         load = subprocess.Popen(
             loadgen_cmd(bootstrap, topic, args.codec, *flags),
             stdout=subprocess.PIPE,
@@ -65,33 +79,54 @@ def _measure(
         wait_until(
             "first message", lambda: bare.progress() > 0 or load.poll() is not None, 120
         )
-        t0, cpu0 = time.monotonic(), (cpu_seconds(bare.pid), cpu_seconds(worker.pid))
+        pids = (bare.pid, worker.pid)
+        t0, threads0 = time.monotonic(), [thread_cpu(p) for p in pids]
+        cpu0 = [cpu_seconds(p) for p in pids]
         summary = loadgen_summary(load, args.duration + 300)
         done = _window_end(bare, worker, summary["acked"], args)
-        t1, cpu1 = time.monotonic(), (cpu_seconds(bare.pid), cpu_seconds(worker.pid))
+        t1, threads1 = time.monotonic(), [thread_cpu(p) for p in pids]
+        cpu1 = [cpu_seconds(p) for p in pids]
         after = worker.e2e_buckets()
         return {
             "summary": summary,
             "window_s": t1 - t0,
             "cpu_s": [b - a for a, b in zip(cpu0, cpu1, strict=True)],
             "done": done,
+            "threads_cpu_s": [
+                by_role(a, b) for a, b in zip(threads0, threads1, strict=True)
+            ],
             "worker_counts": [a - b for a, b in zip(after, before, strict=True)],
             "bare_latency": bare.latencies(),
         }
 
 
 def fixed_rate(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
-    """Fixed-rate mode: both consumers on the same paced traffic, CPU and latency."""
+    """Fixed-rate mode: each of `--rates` in turn, on a fresh topic."""
+    runs = [_one_rate(args, bootstrap, rate) for rate in args.rates]
+    return {
+        "mode": "fixed-rate",
+        "codec": args.codec,
+        "latency_sample_every": args.latency_sample_every,
+        "runs": runs,
+    }
+
+
+def _one_rate(args: argparse.Namespace, bootstrap: str, rate: float) -> dict[str, Any]:
+    """Both consumers on the same paced traffic: CPU, latency, CPU by thread."""
     batch = args.batch_size or WORKER_DEFAULTS.batch_size
     with ExitStack() as stack:
         topic = fresh_topic(stack, bootstrap, args.codec, args.partitions)
-        raw = _measure(args, bootstrap, topic, batch)
+        raw = _measure(args, bootstrap, topic, batch, rate)
     summary, window, bare_lat = raw["summary"], raw["window_s"], raw["bare_latency"]
     result: dict[str, Any] = {}
     counts = {"bare": bare_lat["counts"], "worker": raw["worker_counts"]}
-    for who, cpu in zip(("bare", "worker"), raw["cpu_s"], strict=True):
+    for i, who in enumerate(("bare", "worker")):
         result[who] = {
-            "cpu_pct": round(cpu / window * 100, 1),
+            "cpu_pct": round(raw["cpu_s"][i] / window * 100, 2),
+            "threads_cpu_pct": {
+                name: round(cpu / window * 100, 2)
+                for name, cpu in raw["threads_cpu_s"][i].items()
+            },
             "processed": raw["done"][who],
             "behind": max(summary["acked"] - raw["done"][who], 0),
             "latency_samples": int(sum(counts[who])),
@@ -105,11 +140,10 @@ def fixed_rate(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
         )
     keys = ("cpu_pct", "p50_ms", "p99_ms")
     return {
-        "mode": "fixed-rate",
         "codec": args.codec,
         "partitions": args.partitions,
         "batch_size": batch,
-        "target_rate": args.rate,
+        "target_rate": rate,
         "achieved_rate": summary["achieved_rate"],
         "acked": summary["acked"],
         "ack_latency_ms": [summary["ack_latency"][k] for k in ("p50_ms", "p99_ms")],
@@ -127,21 +161,40 @@ def _ratio(worker: float | None, bare: float | None) -> float | None:
 
 
 def print_fixed_rate(res: dict[str, Any]) -> None:
+    every = res["latency_sample_every"]
+    print(f"e2e latency stamp read for every {every}. message by both contenders")
+    for run in res["runs"]:
+        _print_run(run)
+    print(f"rate      CPU worker/bare  (target <= {CPU_TARGET}x)   p50     p99")
+    for run in res["runs"]:
+        r = run["ratios"]
+        verdict = "met" if r["cpu_pct"] and r["cpu_pct"] <= CPU_TARGET else "NOT met"
+        print(
+            f"{run['target_rate']:<10,.0f}{r['cpu_pct']!s:>8}x {verdict:>8}"
+            f"{r['p50_ms']!s:>18}x{r['p99_ms']!s:>7}x"
+        )
+
+
+def _print_run(res: dict[str, Any]) -> None:
     print(
-        f"{res['codec']} medium events, {res['partitions']} partitions, batch "
+        f"\n{res['codec']} medium events, {res['partitions']} partitions, batch "
         f"{res['batch_size']}: target {res['target_rate']:,.0f} msg/s, achieved "
         f"{res['achieved_rate']:,.0f}; {res['acked']:,} messages, window "
         f"{res['window_s']} s; producer acks p50/p99 ms: {res['ack_latency_ms']}"
     )
     print(
         f"{'contender':10}{'CPU % of a core':>16}{'e2e p50 ms':>12}"
-        f"{'e2e p99 ms':>12}  behind"
+        f"{'e2e p99 ms':>12}  behind  CPU % by thread"
     )
     for who, r in res["contenders"].items():
         p50, p99 = (
             f"{r[k]}" if r[k] is not None else "-" for k in ("p50_ms", "p99_ms")
         )
-        print(f"{who:10}{r['cpu_pct']:>16}{p50:>12}{p99:>12}  {r['behind']:,}")
+        threads = ", ".join(f"{k} {v}" for k, v in r["threads_cpu_pct"].items())
+        print(
+            f"{who:10}{r['cpu_pct']:>16}{p50:>12}{p99:>12}  {r['behind']:<6,}"
+            f"  {threads}"
+        )
     parts = []
     for key, label in (("cpu_pct", "CPU"), ("p50_ms", "p50"), ("p99_ms", "p99")):
         ratio, target = res["ratios"][key], res["targets"][key]

@@ -9,15 +9,20 @@ timed) and never seen before: a message's headers are converted by confluent-kaf
 on their first read (1.8-4.5 us on a fresh message, ~50 ns after), and its memory is
 cold, as it is in a worker. The contenders, interleaved:
 
-- `bare`: `decode_unchecked(m.value())` per message, the object dropped;
-- `process`: the worker's `BatchLoop.process` per batch (noop logic, metrics on, the
-  worker's default sampling: decode and logic timed for every 32nd message, e2e
-  latency for every 64th), storing offsets on the real consumer;
+- `bare`: `decode_unchecked(m.value())` per message, the object dropped, then per
+  batch one `time_ns()` and, for every k-th message of the stream
+  (`--latency-sample-every`, the worker's 64 by default), its `x-sent-ns` header's
+  age appended to an `array('q')`, as `make bench-fixed-rate`'s bare loop does;
+- `process`: the worker's `BatchLoop.process` per batch (noop logic, metrics on,
+  decode and logic timed for every 32nd message, e2e latency for every k-th),
+  storing offsets on the real consumer;
 - `per-message`: only its per-message part (`_handle_each`);
 - `per-batch`: only the per-batch metrics (`_observe`) and offset store (`_store`).
 
-CPU microseconds per message (`thread_time_ns`), min and median over the passes; the
-line `overhead` is process - bare. The Kafka path's own cost (`consume()`, librdkafka's
+Batches hold `--batch` messages (500: a drain; ~10 is what a worker at 2,000 msg/s
+gets from its 5 ms consume, ~100 at 20,000 msg/s). CPU microseconds per message
+(`thread_time_ns`), min and median over the passes; the column `overhead` is
+process - bare. The Kafka path's own cost (`consume()`, librdkafka's
 threads) is the same for both and left out here: `make bench` measures it whole. Not a
 test: the figures depend on the machine.
 """
@@ -31,6 +36,7 @@ import os
 import statistics
 import time
 import uuid
+from array import array
 from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
@@ -40,11 +46,17 @@ from confluent_kafka import Consumer
 from codec import get_codec
 from localkafka import LocalKafka
 from service.consumer import DECODE_SAMPLE_EVERY
+from service.headers import SENT_NS
 from service.hotpath import Tally
-from tests.perf.bench_support import fill_topic, fresh_topic, in_process_loop, log
+from tests.perf.bench_support import (
+    LATENCY_SAMPLE_EVERY,
+    fill_topic,
+    fresh_topic,
+    in_process_loop,
+    log,
+)
 from tests.perf.bench_worker import DEFAULT_CODECS, _codecs
 
-BATCH = 500
 CONTENDERS = ("bare", "process", "per-message", "per-batch")
 _SETTLE_S = 0.2
 
@@ -52,7 +64,8 @@ _SETTLE_S = 0.2
 class _Fresh:
     """Batches of messages nobody has read yet, from one consumer of `topic`."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, batch: int) -> None:
+        self.batch = batch
         self.consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -70,33 +83,49 @@ class _Fresh:
         msgs: list[Any] = []
         deadline = time.monotonic() + 120
         while len(msgs) < count and time.monotonic() < deadline:
-            msgs += [m for m in self.consumer.consume(BATCH, 1.0) if m.error() is None]
+            msgs += [m for m in self.consumer.consume(500, 1.0) if m.error() is None]
         if len(msgs) < count:
             raise RuntimeError(f"consumed {len(msgs)} of {count} messages")
         # librdkafka refills its queue in the background after a consume: let it
         # finish before the timing starts, or it competes for the CPU caches.
         time.sleep(_SETTLE_S)
-        return [msgs[i : i + BATCH] for i in range(0, count, BATCH)]
+        return [msgs[i : i + self.batch] for i in range(0, count, self.batch)]
 
 
 def _codec(args: argparse.Namespace, bootstrap: str, name: str) -> dict[str, Any]:
     with ExitStack() as stack:
         topic = fresh_topic(stack, bootstrap, name, 4)
-        total = args.messages * args.passes * len(CONTENDERS) + BATCH
+        total = args.messages * args.passes * len(CONTENDERS) + 500
         fill_topic(bootstrap, topic, name, total)
-        fresh = _Fresh(bootstrap, topic)
+        fresh = _Fresh(bootstrap, topic, args.batch)
         stack.callback(fresh.consumer.close)
         codec = get_codec(name, "medium")  # type: ignore[arg-type]
-        loop = in_process_loop(fresh.consumer, codec, name, batch_size=BATCH)
-        fresh.batches(BATCH)  # the assignment arrives with the first messages
+        every = args.latency_sample_every
+        loop = in_process_loop(
+            fresh.consumer,
+            codec,
+            name,
+            batch_size=args.batch,
+            latency_sample_every=every,
+        )
+        fresh.batches(500)  # the assignment arrives with the first messages
         loop.assign(fresh.assigned)
         decode = codec.decode_unchecked
-        decode_ns = [1000] * (BATCH // DECODE_SAMPLE_EVERY)
+        decode_ns = [1000] * (args.batch // DECODE_SAMPLE_EVERY)
+        ages = array("q")
 
         def bare(batches: list[list[Any]]) -> None:
+            append, n = ages.append, 0
             for batch in batches:
                 for m in batch:
                     decode(m.value())
+                now = time.time_ns()
+                for m in batch[(-n) % every :: every]:
+                    for key, value in m.headers():
+                        if key == SENT_NS:
+                            append(now - int(value))
+                            break
+                n += len(batch)
 
         def process(batches: list[list[Any]]) -> None:
             for batch in batches:
@@ -152,6 +181,15 @@ def parser() -> argparse.ArgumentParser:
         "--messages", type=int, default=10_000, help="fresh messages per timed pass"
     )
     p.add_argument("--passes", type=int, default=11, help="timed passes per contender")
+    p.add_argument(
+        "--batch", type=int, default=500, help="messages per batch (see above)"
+    )
+    p.add_argument(
+        "--latency-sample-every",
+        type=int,
+        default=LATENCY_SAMPLE_EVERY,
+        help="both read the e2e stamp of every k-th message (1: every message)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return p
 
@@ -171,7 +209,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         print(json.dumps({"messages": args.messages, "codecs": results}))
         return
-    print(f"CPU us per message, min / median of {args.passes} passes")
+    print(
+        f"CPU us per message, min / median of {args.passes} passes; batches of "
+        f"{args.batch}, e2e stamp read for every {args.latency_sample_every}. message"
+    )
     print(
         f"{'codec':22}" + "".join(f"{k:>16}" for k in CONTENDERS) + f"{'overhead':>16}"
     )

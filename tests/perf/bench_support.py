@@ -93,7 +93,7 @@ def steal_seconds() -> float:
     return int(fields[8]) / _TICKS
 
 
-def _by_role(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+def by_role(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     """Per-thread CPU deltas summed by thread name (`rdk:broker1`, `python`, ...)."""
     out: dict[str, float] = {}
     for key, cpu in after.items():
@@ -188,10 +188,15 @@ def _bare_drain(
 
 
 def _bare_timed(
-    consumer: Any, decode: Callable[[bytes], Any], shared: Any, batch: int, t: float
+    consumer: Any,
+    decode: Callable[[bytes], Any],
+    shared: Any,
+    batch: int,
+    t: float,
+    every: int,
 ) -> array[int]:
     consume, n, lat = consumer.consume, 0, array("q")
-    append, every = lat.append, LATENCY_SAMPLE_EVERY
+    append = lat.append
     while not shared[_STOP]:
         msgs = consume(batch, t)
         for m in msgs:
@@ -228,6 +233,7 @@ def bare_main(
     timeout: float,
     shared: Any,
     results: Any,
+    latency_sample_every: int = LATENCY_SAMPLE_EVERY,
 ) -> None:
     """The bare loop's process (see `bench_worker`); `results` None: no latencies."""
     from confluent_kafka import Consumer
@@ -248,7 +254,9 @@ def bare_main(
         if results is None:
             _bare_drain(consumer, decode, shared, batch, timeout)
         else:
-            lat = _bare_timed(consumer, decode, shared, batch, timeout)
+            lat = _bare_timed(
+                consumer, decode, shared, batch, timeout, latency_sample_every
+            )
             results.send(_latency_figures(lat))
     finally:
         consumer.close()
@@ -270,6 +278,7 @@ class BareConsumer:
         timeout_s: float,
         *,
         latencies: bool = False,
+        latency_sample_every: int = LATENCY_SAMPLE_EVERY,
     ) -> None:
         ctx = mp.get_context("spawn")
         self._shared = ctx.RawArray("q", 3)
@@ -277,7 +286,16 @@ class BareConsumer:
         send: Connection | None = None
         if latencies:
             self._recv, send = ctx.Pipe(duplex=False)
-        args = (bootstrap, topic, codec, batch, timeout_s, self._shared, send)
+        args = (
+            bootstrap,
+            topic,
+            codec,
+            batch,
+            timeout_s,
+            self._shared,
+            send,
+            latency_sample_every,
+        )
         self._proc = ctx.Process(target=bare_main, args=args, daemon=True)
         self._proc.start()
         assert self._proc.pid is not None
@@ -315,7 +333,12 @@ class WorkerProcess:
     """`python -m service --logic noop` with metrics on a free port."""
 
     def __init__(
-        self, bootstrap: str, topic: str, codec: str, batch_size: int | None
+        self,
+        bootstrap: str,
+        topic: str,
+        codec: str,
+        batch_size: int | None,
+        *extra: str,
     ) -> None:
         self.port = free_port()
         self.codec = codec
@@ -331,7 +354,7 @@ class WorkerProcess:
         }
         if batch_size is not None:
             flags["--batch-size"] = str(batch_size)
-        cmd = [sys.executable, "-m", "service", *_flat(flags)]
+        cmd = [sys.executable, "-m", "service", *_flat(flags), *extra]
         # Its log lines go to our stderr: stdout may carry the --json result.
         self._proc = subprocess.Popen(
             cmd, stdout=sys.stderr, preexec_fn=die_with_parent()
@@ -460,6 +483,6 @@ def measure_drain(
         "wall_s": round(now - t0, 3),
         "samples": samples,
         "msgs_per_cpu_s": round((n - n0) / max(cpu, 1e-9)),
-        "threads_cpu_s": _by_role(threads0, threads),
+        "threads_cpu_s": by_role(threads0, threads),
         "steal_s": round(steal_seconds() - steal0, 2),
     }

@@ -51,23 +51,29 @@ feels it most. A worker that held a batch's decoded objects would add a cost tha
 differs by codec (DESIGN.md: a medium pydantic event 11 us dropped at once, 29 us held
 in a list of 500; msgspec 2.5 vs 3.9 us).
 
-Fixed-rate mode (`--fixed-rate`). One topic of `--codec` (msgspec-msgpack) events;
-bare and worker subscribe in their own groups and are both assigned before the load
-generator sends `--rate` (40,000 msg/s) for `--duration` (60 s), so both consume the
-same traffic at the same time. The window runs from the first message the bare loop
-sees to the first sample at which both have processed every acknowledged message
-(or `--drain-timeout`: then the table says how far behind). Per consumer: CPU % of a
-core over the window, and e2e latency p50/p99 from the `x-sent-ns` header to
-processed. The worker's comes from the deltas of its `worker_e2e_latency_seconds`
-histogram (it times every 64th message), scraped before the load and at the end of
-the window only (one or two ~2 ms scrapes inside it). The bare loop samples the same
-messages: after decoding a batch one `time_ns()`, then for every 64th message of the
-stream `m.headers()`, a compare with `x-sent-ns` (stamped first) and `now -
-int(value)` appended to an `array('q')`; at the end it buckets them as the worker
-does, and both are read with `service.histogram.quantile` (the bare loop's exact
-quantiles are in `--json`). Converting a consumed message's headers costs 1.8-4.5 us:
-a bare loop timing every message would spend ~10 % of a core on it at 40k msg/s and
-flatter the worker's CPU. Targets, worker / bare: CPU <= 1.10x, p50, p99 <= 1.2x.
+Fixed-rate mode (`--fixed-rate`). For each of `--rates` (2,000, 20,000 and 40,000
+msg/s), one fresh topic of `--codec` (msgspec-msgpack) events; bare and worker
+subscribe in their own groups and are both assigned before the load generator sends
+that rate for `--duration` (60 s), so both consume the same traffic at the same time.
+The rates matter: a 5 ms consume returns ~10 messages at 2,000 msg/s and ~100 at
+20,000, so what the worker does per batch (and per idle poll) weighs most at the low
+rate. The window runs from the first message the bare loop sees to the first sample
+at which both have processed every acknowledged message (or `--drain-timeout`: then
+the table says how far behind). Per consumer: CPU % of a core over the window, split
+by thread (the Python threads, librdkafka's `rdk:*`), and e2e latency p50/p99 from the
+`x-sent-ns` header to processed. Both sample latency the same way: the worker runs
+with `--latency-sample-every K` (`--latency-sample-every`, the worker's 64 by
+default; 1 reads every message's stamp), and its figures come from the deltas of its
+`worker_e2e_latency_seconds` histogram, scraped before the load and at the end of the
+window only (one or two ~2 ms scrapes inside it). The bare loop, after decoding a
+batch, takes one `time_ns()`, then for every K-th message of the stream reads
+`m.headers()`, compares with `x-sent-ns` (stamped first) and appends `now -
+int(value)` to an `array('q')`; at the end it buckets them as the worker does, and
+both are read with `service.histogram.quantile` (the bare loop's exact quantiles are
+in `--json`). Converting a consumed message's headers costs 1.8-4.5 us, so reading
+every stamp costs either loop ~10 % of a core at 40k msg/s: a comparison where only
+one of them does it says nothing. Targets, worker / bare: CPU <= 1.10x, p50, p99 <=
+1.2x, at every rate.
 """
 
 from __future__ import annotations
@@ -83,6 +89,7 @@ from codec import REAL_CODECS
 from localkafka import LocalKafka
 from tests.perf.bench_fixed_rate import fixed_rate, print_fixed_rate
 from tests.perf.bench_support import (
+    LATENCY_SAMPLE_EVERY,
     WORKER_DEFAULTS,
     BareConsumer,
     WorkerProcess,
@@ -225,6 +232,16 @@ def _bare_batch_size(args: argparse.Namespace) -> int:
     return int(args.bare_batch_size or args.batch_size or WORKER_DEFAULTS.batch_size)
 
 
+def _rates(text: str) -> tuple[float, ...]:
+    try:
+        rates = tuple(float(r) for r in text.split(",") if r.strip())
+    except ValueError:
+        rates = ()
+    if not rates or min(rates) <= 0:
+        raise argparse.ArgumentTypeError(f"not positive msg/s: {text!r}")
+    return rates
+
+
 def _codecs(text: str) -> list[str]:
     names = [c.strip() for c in text.split(",") if c.strip()]
     unknown = sorted(set(names) - set(REAL_CODECS))
@@ -316,7 +333,18 @@ def parser() -> argparse.ArgumentParser:
         help=f"the traffic's codec, any of {', '.join(REAL_CODECS)}",
     )
     rate_g.add_argument(
-        "--rate", type=float, default=40_000.0, help="msg/s the load generator sends"
+        "--rates",
+        "--rate",
+        type=_rates,
+        default=(2_000.0, 20_000.0, 40_000.0),
+        help="comma-separated msg/s the load generator sends, one run each",
+    )
+    rate_g.add_argument(
+        "--latency-sample-every",
+        type=int,
+        default=LATENCY_SAMPLE_EVERY,
+        help="both contenders read the e2e latency stamp of every k-th message "
+        "(the worker's --latency-sample-every; 1: every message)",
     )
     rate_g.add_argument("--duration", type=float, default=60.0, help="seconds of load")
     rate_g.add_argument(
