@@ -21,7 +21,6 @@ from collections.abc import Callable
 from typing import Any, Final, Literal, get_args
 
 from codec.auto import AutoCodec
-from codec.avro_codec import AvroCodec
 from codec.base import (
     AVRO,
     CAPNP,
@@ -33,9 +32,7 @@ from codec.base import (
     as_decode_error,
     as_encode_error,
 )
-from codec.capnp_codec import CapnpCodec
 from codec.convert import native_to_builtins
-from codec.flatbuffers_codec import FlatbuffersCodec
 from codec.flatbuffers_gen import generated_modules
 from codec.msgspec_codec import MsgspecJsonCodec, MsgspecMsgpackCodec
 from codec.protobuf_codec import ProtobufCodec
@@ -93,12 +90,35 @@ CODECS: Final[dict[CodecName, _Factory | None]] = {
     "msgspec-json": lambda s: MsgspecJsonCodec(s.struct),
     "msgspec-msgpack": lambda s: MsgspecMsgpackCodec(s.struct),
     "protobuf": lambda s: ProtobufCodec(s.proto),
-    "flatbuffers": lambda s: FlatbuffersCodec(s.struct, shape_of(s)),
-    "capnp": lambda s: CapnpCodec(s.struct, shape_of(s)),
-    "avro": lambda s: AvroCodec(s.struct, shape_of(s)),
+    "flatbuffers": lambda s: _flatbuffers(s),
+    "capnp": lambda s: _capnp(s),
+    "avro": lambda s: _avro(s),
     "auto": None,  # built by get_codec: it needs the JSON and output codec choices
 }
-"""Registry key -> factory taking a schema. A unit test keeps it equal to CodecName."""
+"""Registry key -> factory taking a schema. A unit test keeps it equal to CodecName.
+
+The FlatBuffers, Cap'n Proto and Avro codecs import their runtimes when first
+built: a worker of another codec does not load them (the flatbuffers runtime
+imports numpy), so its RSS and heap are its own codec's."""
+
+
+def _flatbuffers(s: SchemaForms) -> Codec[Any]:
+    from codec.flatbuffers_codec import FlatbuffersCodec
+
+    return FlatbuffersCodec(s.struct, shape_of(s))
+
+
+def _capnp(s: SchemaForms) -> Codec[Any]:
+    from codec.capnp_codec import CapnpCodec
+
+    return CapnpCodec(s.struct, shape_of(s))
+
+
+def _avro(s: SchemaForms) -> Codec[Any]:
+    from codec.avro_codec import AvroCodec
+
+    return AvroCodec(s.struct, shape_of(s))
+
 
 _OPTIONAL_AUTO: Final[dict[str, CodecName]] = {
     FLATBUFFERS: "flatbuffers",

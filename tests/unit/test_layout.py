@@ -107,3 +107,23 @@ class TestLayout:
             if "fmt: " + "skip" in p.read_text() or "fmt: " + "off" in p.read_text()
         ]
         assert escaped == []
+
+
+def test_a_worker_loads_only_its_own_codec_runtime() -> None:
+    """A msgspec worker does not import the FlatBuffers (and so numpy), Cap'n
+    Proto or Avro runtimes: its RSS and heap, which the A/B report compares, are
+    its own codec's. Building one of those codecs loads its runtime."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; import service.app, service.cli; from codec import get_codec; "
+        "get_codec('msgspec-msgpack', 'medium'); "
+        "print(sorted(m for m in ('numpy', 'capnp', 'fastavro', 'flatbuffers') "
+        "if m in sys.modules)); get_codec('avro', 'medium'); "
+        "print('fastavro' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["[]", "True"]
