@@ -2,11 +2,15 @@
 
 Once a partition has been fetched, its lag is the cached high watermark minus the
 consumer's position (no network call). Before its first fetch the position is
-unknown (librdkafka reports -1001) and the cached watermark too, so a newly
-assigned partition would read 0 while a backlog waits: for those partitions the
-lag is computed from the group's committed offset (or, with none, the low or high
-watermark that `auto.offset.reset` starts from) and a watermark query, at most once
-a second and only until their first fetch.
+unknown (librdkafka reports -1001), so a newly assigned partition, or one that
+nothing was written to since, would read 0 while a backlog waits: for those
+partitions the lag is computed from the group's committed offset (asked once;
+with none, the low or high watermark that `auto.offset.reset` starts from) and the
+watermarks librdkafka caches from its fetch responses, which it has for every
+partition it fetches, empty or not. Only a partition not fetched yet needs a
+watermark query (a round trip, on the loop's thread): at most once a second, and
+only until its first fetch response, so an idle partition does not stall the loop
+every second.
 
 Partitions added to the topic belong to no member until the rebalance that their
 discovery triggers (`topic.metadata.refresh.interval.ms`, 10 s, plus the
@@ -136,12 +140,15 @@ class LagGauges:
             child = self._children.get(p)
             if child is None:
                 continue
-            try:
-                low, high = consumer.get_watermark_offsets(
-                    TopicPartition(self._topic, p), timeout=_QUERY_TIMEOUT_S
-                )
-            except KafkaException:  # unreachable: keep the old value
-                continue
+            tp = TopicPartition(self._topic, p)
+            low, high = consumer.get_watermark_offsets(tp, cached=True)
+            if low < 0 or high < 0:  # not fetched yet: ask the broker
+                try:
+                    low, high = consumer.get_watermark_offsets(
+                        tp, timeout=_QUERY_TIMEOUT_S
+                    )
+                except KafkaException:  # unreachable: keep the old value
+                    continue
             start = self._committed.get(p, -1)
             if start < 0:  # nothing committed: where the partition starts
                 # (`service.starts`: with `latest`, its end only in a new group)

@@ -85,6 +85,10 @@ class FakeConsumer:
     paused: set[int] = field(default_factory=set)
     seeks: list[tuple[int, int]] = field(default_factory=list)
     partition_count: int = 0
+    unfetched: set[int] = field(default_factory=set)
+    """Partitions without a fetch response: no cached watermarks."""
+    watermark_queries: list[int] = field(default_factory=list)
+    """Partitions whose watermarks were asked of the broker (not cached)."""
 
     def __call__(self, config: dict[str, Any]) -> FakeConsumer:
         self.config = config
@@ -144,9 +148,12 @@ class FakeConsumer:
     def get_watermark_offsets(
         self, partition: TopicPartition, timeout: float = -1, cached: bool = False
     ) -> tuple[int, int]:
-        return self.watermarks.get(
-            partition.partition, (OFFSET_INVALID, OFFSET_INVALID)
-        )
+        invalid = (OFFSET_INVALID, OFFSET_INVALID)
+        if cached and partition.partition in self.unfetched:
+            return invalid
+        if not cached:
+            self.watermark_queries.append(partition.partition)
+        return self.watermarks.get(partition.partition, invalid)
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
         """Metadata: `topic`'s partitions are those assigned, with watermarks or

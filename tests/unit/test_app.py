@@ -299,6 +299,24 @@ class TestLag:
         assert [rig.lag(p) for p in range(2)] == [600, 50]
         assert rig.worker._lag.total == 650
 
+    def test_an_idle_partition_is_not_asked_of_the_broker_every_second(self) -> None:
+        """Nothing consumed from it (no position), but fetched: librdkafka's cached
+        watermarks serve; only a partition never fetched costs a round trip."""
+        rig = Rig()
+        rig.assign(0, 1)
+        rig.consumer.positions = {}
+        rig.consumer.watermarks = {0: (0, 70), 1: (0, 20)}
+        rig.consumer.committed_offsets = {0: 70, 1: 5}
+        rig.consumer.unfetched = {1}
+        rig.worker._lag.update(rig.consumer)
+        assert [rig.lag(p) for p in range(2)] == [0, 15]
+        assert rig.consumer.watermark_queries == [1]
+        rig.consumer.unfetched = set()  # its first fetch response came
+        rig.worker._lag.update(rig.consumer)
+        rig.worker._lag.update(rig.consumer)
+        assert rig.consumer.watermark_queries == [1]
+        assert [rig.lag(p) for p in range(2)] == [0, 15]
+
     def test_partitions_added_and_not_yet_assigned_are_counted(self) -> None:
         """The member holding partition 0 reports the lag of partitions added since
         the last assignment, until a rebalance gives them owners."""
