@@ -287,6 +287,7 @@ class Worker:
             batch_size=p.batch_size,
             batch_max_bytes=p.batch_max_bytes,
             batch_timeout_s=p.batch_timeout_ms / 1000.0,
+            store_interval_s=p.offset_store_interval_ms / 1000.0,
             latency_sample_every=s.metrics.latency_sample_every,
             shadow=shadow,
             max_attempts=p.max_attempts,

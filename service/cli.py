@@ -91,6 +91,12 @@ _FLAGS: Final = (
         float,
     ),
     Flag(
+        "--offset-store-interval-ms",
+        ("processing", "offset_store_interval_ms"),
+        "store processed positions at most this often (0: every batch)",
+        float,
+    ),
+    Flag(
         "--logic",
         ("processing", "logic"),
         "business logic: aggregate|noop|flaky|fields",

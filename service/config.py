@@ -129,6 +129,11 @@ class ProcessingSettings(_Section):
 
     batch_size: Annotated[int, Field(ge=1, le=100_000)] = 500
     batch_timeout_ms: Annotated[float, Field(gt=0, le=60_000)] = 5.0
+    offset_store_interval_ms: Annotated[float, Field(ge=0, le=60_000)] = 100.0
+    """Processed positions are stored at most this often (0: after every batch),
+    and always before a revoke, when idle and at shutdown; auto-commit sends the
+    stored ones every `auto.commit.interval.ms` (5 s), so this adds at most this
+    much to what a crash re-reads."""
     batch_max_bytes: Annotated[int, Field(ge=1024, le=1 << 31)] = 8 * 1024 * 1024
     """A batch asks for at most this many payload bytes: the next `consume()` takes
     `batch_size` messages or this over the last batch's mean size, if fewer, so

@@ -1,7 +1,8 @@
 """Histogram math every part shares: log-spaced buckets, batch-fed children, quantiles.
 
 The worker feeds its histograms once per batch (`HistogramChild.observe_many`,
-`merge`), the load generator merges per-tick counts, and the A/B runner reads
+`merge`; its end-to-end latencies as raw ages, bucketed in bulk when read:
+`AgeHistogramChild`), the load generator merges per-tick counts, and the A/B runner reads
 deltas of scraped cumulative buckets; all of them ask `quantile` the same question
 the same way as Prometheus' `histogram_quantile`: linear within the bucket that
 holds the rank. A rank in the overflow bucket (above the top bound) has no upper
@@ -14,7 +15,9 @@ from __future__ import annotations
 import math
 import threading
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Iterator, Sequence
+from functools import partial
 from typing import Final
 
 from prometheus_client import CollectorRegistry
@@ -112,6 +115,74 @@ class HistogramChild:
         """A consistent copy of (counts, sum)."""
         with self._lock:
             return list(self.counts), self.total
+
+
+class AgeHistogramChild(HistogramChild):
+    """A histogram of ages in seconds, fed raw ages in integer nanoseconds.
+
+    The loop hands over a batch's sampled ages as they are (`add_ages`: one list
+    extend under the lock); they are bucketed in bulk when the histogram is read
+    (`snapshot`, a scrape) or when `FOLD_AT` are waiting, by C code only
+    (`map` of `bisect_right` over integer bounds, counted by `collections.Counter`):
+    ~0.1 us an age, where bucketing each in the loop cost ~0.5 us. An age that
+    cannot be a latency is not observed but counted by reason in `invalid`:
+    `negative` (sent after now: a producer's clock ahead) or `too_large` (older
+    than `max_ns`); the loop counts `unparsable` itself.
+    """
+
+    __slots__ = ("_pending", "_where", "invalid", "max_ns")
+
+    FOLD_AT: Final = 4096
+    """Ages kept before they are bucketed without a read (32 KiB of list)."""
+
+    def __init__(self, bounds: Sequence[float], max_ns: int) -> None:
+        if max_ns < bounds[-1] * 1e9:
+            raise ValueError("max_ns must lie above the top bucket")
+        super().__init__(bounds)
+        self.max_ns = max_ns
+        # bisect_right over [0, bounds in ns..., max_ns + 1]: 0 is negative, 1 the
+        # first bucket, len(bounds) + 1 the overflow bucket, then too large.
+        edges = [0, *(round(b * 1e9) for b in bounds), max_ns + 1]
+        self._where = partial(bisect_right, edges)
+        self._pending: list[int] = []
+        self.invalid = {"unparsable": 0, "negative": 0, "too_large": 0}
+
+    def add_ages(self, ages_ns: list[int], unparsable: int = 0) -> None:
+        """Record a batch's ages (ns, `now - sent`) and its unparsable stamps."""
+        with self._lock:
+            self._pending += ages_ns
+            if unparsable:
+                self.invalid["unparsable"] += unparsable
+            if len(self._pending) >= self.FOLD_AT:
+                self._fold()
+
+    def _fold(self) -> None:
+        """Bucket the pending ages (the lock held)."""
+        ages, self._pending = self._pending, []
+        if not ages:
+            return
+        counts, top = self.counts, len(self.counts) + 1
+        total, invalid = sum(ages), 0
+        for where, n in Counter(map(self._where, ages)).items():
+            if where == 0 or where == top:
+                self.invalid["negative" if where == 0 else "too_large"] += n
+                invalid += n
+            else:
+                counts[where - 1] += n
+        if invalid:
+            total -= sum(a for a in ages if a < 0 or a > self.max_ns)
+        self.total += total * 1e-9
+
+    def snapshot(self) -> tuple[list[int], float]:
+        with self._lock:
+            self._fold()
+            return list(self.counts), self.total
+
+    def state(self) -> tuple[list[int], float, dict[str, int]]:
+        """A consistent copy of (counts, sum, ages not observed by reason)."""
+        with self._lock:
+            self._fold()
+            return list(self.counts), self.total, dict(self.invalid)
 
 
 class BatchHistogram:

@@ -68,6 +68,7 @@ class Rig:
         max_attempts: int = 1,
         every: int = 1,
         decode_every: int | None = None,
+        store_interval_s: float = 0.0,
     ) -> None:
         self.events: list[str] = []
         self.assigned: set[int] = set()
@@ -98,6 +99,7 @@ class Rig:
             latency_sample_every=every,
             decode_sample_every=decode_every or self.decode_every,
             max_attempts=max_attempts,
+            store_interval_s=store_interval_s,
         )
 
     def process(self, batch: list[FakeMessage]) -> None:
@@ -514,3 +516,60 @@ class TestBatchBytes:
         rig.process([rig.msg(i) for i in range(30, 40)])
         rig.process([rig.msg(i) for i in range(40, 50)])
         assert trims == [1]
+
+
+class TestStoreInterval:
+    """Positions are stored at most every `store_interval_s`, and never left behind:
+    before a revoke, when no message came and when the loop stops; never past a
+    batch that did not complete."""
+
+    def test_a_batch_within_the_interval_waits_for_the_next_store(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        clock = [100.0]
+        monkeypatch.setattr("service.consumer.time.monotonic", lambda: clock[0])
+        rig = Rig(step="noop", store_interval_s=0.1)
+        rig.process([rig.msg(0), rig.msg(1)])
+        clock[0] += 0.05
+        rig.process([rig.msg(2)])
+        assert rig.consumer.stored == [[("in", 0, 2)]]
+        clock[0] += 0.06  # the interval has passed: this batch stores both
+        rig.process([rig.msg(3)])
+        assert rig.consumer.stored == [[("in", 0, 2)], [("in", 0, 4)]]
+        assert rig.ok() == 4  # counted at once, whatever the store waits for
+
+    def test_stored_before_a_revoke(self) -> None:
+        rig = Rig(step="noop", store_interval_s=3600)
+        rig.process([rig.msg(0, partition=0), rig.msg(1, partition=1)])
+        rig.process([rig.msg(2, partition=0), rig.msg(3, partition=1)])
+        assert rig.consumer.stored == [[("in", 0, 1), ("in", 1, 2)]]
+        rig.loop.revoke([1])  # inside consume(): the commit on revoke follows
+        assert rig.consumer.stored[-1] == [("in", 0, 3), ("in", 1, 4)]
+        rig.process([rig.msg(4, partition=0)])
+        rig.loop.flush()
+        assert rig.consumer.stored[-1] == [("in", 0, 5)]  # partition 1 is gone
+
+    def test_stored_when_idle_and_when_the_loop_stops(self) -> None:
+        rig = Rig(step="noop", store_interval_s=3600)
+        rig.assigned.add(0)
+        rig.loop.assign([TopicPartition("in", 0)])
+        rig.consumer.batches = [[rig.msg(0)], [rig.msg(1)], [], [rig.msg(2)]]
+        rounds = iter(range(4))
+        rig.loop.run(lambda: next(rounds, None) is None, lambda: None)
+        # batch 1 stored at once, batch 2 when the empty consume came, batch 3 at
+        # the stop
+        assert rig.consumer.stored == [[("in", 0, 1)], [("in", 0, 2)], [("in", 0, 3)]]
+
+    def test_not_stored_past_a_batch_that_failed(self) -> None:
+        rig = Rig(step="noop", store_interval_s=3600)
+        rig.process([rig.msg(0)])
+        rig.process([rig.msg(1)])  # handled, its store waits
+        fatal = KafkaError(KafkaError._FATAL, fatal=True)
+        rig.consumer.batches = [
+            [rig.msg(2), FakeMessage(b"fatal", -1, -1001, _error=fatal)]
+        ]
+        with pytest.raises(FatalError):
+            rig.loop.run(lambda: False, lambda: None)
+        # The fatal batch moved the position to 3: nothing is stored past 1, and
+        # message 1 is read again (at least once).
+        assert rig.consumer.stored == [[("in", 0, 1)]]

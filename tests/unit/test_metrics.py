@@ -12,7 +12,13 @@ from codec import REAL_CODECS, CodecName, get_codec
 from loadgen.payloads import make_payloads
 from schemas.errors import LogicError
 from service.handlers import Handler
-from service.histogram import LATENCY_BUCKETS, BatchHistogram, log_buckets
+from service.histogram import (
+    LATENCY_BUCKETS,
+    AgeHistogramChild,
+    BatchHistogram,
+    HistogramChild,
+    log_buckets,
+)
 from service.metrics import Metrics
 
 DESIGN_METRICS = (
@@ -45,6 +51,53 @@ class TestBatchHistogram:
         assert get("h_seconds_bucket", {"codec": "c", "le": "+Inf"}) == 5
         assert get("h_seconds_count", {"codec": "c"}) == 5
         assert get("h_seconds_sum", {"codec": "c"}) == pytest.approx(2.65)
+
+    def test_ages_in_ns_bucket_as_seconds_would(self) -> None:
+        """Raw ages folded in bulk give the counts and sum of observing each."""
+        ages_s = [0.0, 9e-6, 1e-5, 0.0042, 0.5, 1.0, 7.3, 3600.0, 25 * 3600.0]
+        ages_ns = [round(a * 1e9) for a in ages_s]
+        child = AgeHistogramChild(LATENCY_BUCKETS, max_ns=30 * 86_400 * 10**9)
+        child.add_ages(ages_ns[:4])
+        child.add_ages(ages_ns[4:])
+        reference = HistogramChild(LATENCY_BUCKETS)
+        reference.observe_many(ages_s)
+        counts, total = child.snapshot()
+        assert counts == reference.counts
+        assert total == pytest.approx(sum(ages_s))
+
+    def test_ages_that_cannot_be_latencies_are_counted_apart(self) -> None:
+        oldest = 30 * 86_400 * 10**9
+        child = AgeHistogramChild(LATENCY_BUCKETS, max_ns=oldest)
+        child.add_ages([-5, 10**6, oldest, oldest + 1, -(10**9)], unparsable=2)
+        counts, total, invalid = child.state()
+        assert invalid == {"unparsable": 2, "negative": 2, "too_large": 1}
+        assert sum(counts) == 2  # 1 ms and exactly the oldest allowed
+        assert counts[-1] == 1  # that one above the top bucket
+        assert total == pytest.approx(1e-3 + oldest * 1e-9)
+
+    def test_ages_fold_without_a_read_when_many_wait(self) -> None:
+        child = AgeHistogramChild(LATENCY_BUCKETS, max_ns=10**15)
+        child.add_ages([10**6] * (AgeHistogramChild.FOLD_AT - 1))
+        assert sum(child.counts) == 0  # bucketed when read, not per batch
+        child.add_ages([10**6])
+        assert sum(child.counts) == AgeHistogramChild.FOLD_AT  # memory is bounded
+
+    def test_int_counters_and_ages_are_exposed(self) -> None:
+        registry = CollectorRegistry()
+        metrics = Metrics(registry, codec="protobuf", schema="small")
+        metrics.ok.inc(3)
+        metrics.bytes.inc(1000)
+        metrics.e2e_latency.add_ages([2_000_000, -1], unparsable=1)
+        get = registry.get_sample_value
+        codec = {"codec": "protobuf"}
+        assert get("worker_messages_total", {**codec, "outcome": "ok"}) == 3
+        assert get("worker_messages_total", {**codec, "outcome": "decode_error"}) == 0
+        assert get("worker_bytes_total", codec) == 1000
+        assert get("worker_e2e_latency_seconds_count", codec) == 1
+        assert get("worker_e2e_latency_seconds_sum", codec) == pytest.approx(0.002)
+        for reason, n in (("unparsable", 1), ("negative", 1), ("too_large", 0)):
+            labels = {**codec, "reason": reason}
+            assert get("worker_e2e_latency_invalid_total", labels) == n
 
     def test_log_buckets_resolve_tens_of_microseconds_to_seconds(self) -> None:
         assert LATENCY_BUCKETS[0] == 1e-5 and LATENCY_BUCKETS[-1] >= 60
