@@ -108,7 +108,7 @@ class Metrics:
         self.batch_messages = BatchHistogram(
             "worker_batch_messages",
             "Messages per consumed batch.",
-            BATCH_BUCKETS,
+            tuple(map(float, BATCH_BUCKETS)),  # le="1.0", as prometheus_client wrote
             [],
             registry,
         ).labels()

@@ -172,6 +172,7 @@ class TestHappyPath:
             == 30 // Rig.decode_every
         )
         assert rig.sample("worker_batch_messages_count") == 1
+        assert rig.sample("worker_batch_messages_bucket", le="50.0") == 1
         assert rig.producer.produced == []
 
     def test_latency_from_kafka_timestamp_without_header(self) -> None:
