@@ -158,8 +158,7 @@ class BatchLoop:
             if msgs:
                 process(msgs)
             else:
-                if self._unstored:  # the tail of a burst: stored, not left waiting
-                    self._store()
+                self.flush()  # the tail of a burst: stored, not left waiting
                 if self._size < self._batch_size:  # idle after large values
                     self._size = self._batch_size
                     memory.trim()
@@ -215,12 +214,9 @@ class BatchLoop:
             return
         if hold.active:
             hold.confirmed(msgs)
-        if self._store_every:
-            self._unstored = True
-            if (now := time.monotonic()) >= self._store_at:
-                self._store_at = now + self._store_every
-                self._store()
-        else:
+        self._unstored = True
+        if (now := time.monotonic()) >= self._store_at:  # interval 0: every batch
+            self._store_at = now + self._store_every
             self._store()
         self._observe(msgs, tally, nbytes, decode_ns, handle_ns)
         if self._shadow is not None:
