@@ -68,6 +68,9 @@ bench: setup  ## Worker vs a bare per-message loop for every wire codec, msgs pe
 bench-fixed-rate: setup  ## Worker vs a bare loop on the same traffic at 2k, 20k and 40k msg/s: CPU and latency
 	$(PY) -m tests.perf.bench_worker --fixed-rate
 
+bench-loop-parts: setup  ## Where the worker's fixed cost at 2k msg/s goes: bare twins, settings, loop, metrics, worker on one load
+	$(PY) -m tests.perf.bench_loop_parts
+
 bench-overhead: setup  ## What the worker's loop adds to a bare decode loop, in-process, every codec
 	$(PY) -m tests.perf.bench_overhead
 
@@ -109,4 +112,4 @@ down:  ## Stop the compose stack and drop its volumes
 clean:  ## Remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-fixed-rate bench-overhead bench-instructions bench-gc codec-bench bench-loadgen faults faults-fast fuzz kafka-start kafka-stop up down clean
+.PHONY: help ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-fixed-rate bench-loop-parts bench-overhead bench-instructions bench-gc codec-bench bench-loadgen faults faults-fast fuzz kafka-start kafka-stop up down clean

@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from codec import get_codec
-from localkafka import create_topic, delete_topic
+from localkafka import LocalKafka, create_topic, delete_topic
 from service.children import die_with_parent, free_port
 from service.config import MetricsSettings, ProcessingSettings
 from service.consumer import BatchLoop
@@ -126,6 +126,13 @@ def in_process_loop(
         batch_timeout_s=0.005,
         latency_sample_every=latency_sample_every,
     )
+
+
+def kafka(stack: ExitStack, bootstrap_servers: str | None) -> str:
+    """`bootstrap_servers`, else that of a `LocalKafka` started for `stack`'s life."""
+    if bootstrap_servers:
+        return bootstrap_servers
+    return stack.enter_context(LocalKafka()).bootstrap_servers
 
 
 def fresh_topic(stack: ExitStack, bootstrap: str, codec: str, partitions: int) -> str:
@@ -262,12 +269,45 @@ def bare_main(
         consumer.close()
 
 
-class BareConsumer:
-    """The bare loop in its own (spawned) process; progress in shared memory.
+class SpawnedLoop:
+    """A consumer loop in its own (spawned) process: progress, assignment and the
+    stop flag in shared memory (`_DONE`, `_ASSIGNED`, `_STOP`).
 
     Spawned, not forked: the harness already runs librdkafka threads (topic admin),
     and a fork copies their locks in whatever state they are.
     """
+
+    def __init__(self) -> None:
+        self._ctx = mp.get_context("spawn")
+        self._shared = self._ctx.RawArray("q", 3)
+
+    def _start(self, target: Callable[..., None], args: tuple[Any, ...]) -> None:
+        self._proc = self._ctx.Process(target=target, args=args, daemon=True)
+        self._proc.start()
+        assert self._proc.pid is not None
+        self.pid: int = self._proc.pid
+
+    def progress(self) -> int:
+        """Messages consumed so far (raises if the process died)."""
+        if not self._proc.is_alive():
+            raise RuntimeError(f"loop exited {self._proc.exitcode}")
+        return int(self._shared[_DONE])
+
+    def ready(self) -> bool:
+        """True once the group assigned it partitions."""
+        self.progress()  # raises if the process died
+        return bool(self._shared[_ASSIGNED])
+
+    def close(self) -> None:
+        self._shared[_STOP] = 1
+        self._proc.join(10)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join()
+
+
+class BareConsumer(SpawnedLoop):
+    """The bare loop (`bare_main`) in its own process."""
 
     def __init__(
         self,
@@ -280,12 +320,11 @@ class BareConsumer:
         latencies: bool = False,
         latency_sample_every: int = LATENCY_SAMPLE_EVERY,
     ) -> None:
-        ctx = mp.get_context("spawn")
-        self._shared = ctx.RawArray("q", 3)
+        super().__init__()
         self._recv: Connection | None = None
         send: Connection | None = None
         if latencies:
-            self._recv, send = ctx.Pipe(duplex=False)
+            self._recv, send = self._ctx.Pipe(duplex=False)
         args = (
             bootstrap,
             topic,
@@ -296,21 +335,7 @@ class BareConsumer:
             send,
             latency_sample_every,
         )
-        self._proc = ctx.Process(target=bare_main, args=args, daemon=True)
-        self._proc.start()
-        assert self._proc.pid is not None
-        self.pid: int = self._proc.pid
-
-    def progress(self) -> int:
-        """Messages consumed so far (raises if the process died)."""
-        if not self._proc.is_alive():
-            raise RuntimeError(f"bare loop exited {self._proc.exitcode}")
-        return int(self._shared[_DONE])
-
-    def ready(self) -> bool:
-        """True once the group assigned it partitions."""
-        self.progress()  # raises if the process died
-        return bool(self._shared[_ASSIGNED])
+        self._start(bare_main, args)
 
     def latencies(self, timeout: float = 60) -> dict[str, Any]:
         """Stop the loop and return its latency figures (`_latency_figures`)."""
@@ -320,13 +345,6 @@ class BareConsumer:
             raise TimeoutError("the bare loop sent no latencies")
         figures: dict[str, Any] = self._recv.recv()
         return figures
-
-    def close(self) -> None:
-        self._shared[_STOP] = 1
-        self._proc.join(10)
-        if self._proc.is_alive():
-            self._proc.kill()
-            self._proc.join()
 
 
 class WorkerProcess:

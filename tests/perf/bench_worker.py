@@ -73,7 +73,10 @@ both are read with `service.histogram.quantile` (the bare loop's exact quantiles
 in `--json`). Converting a consumed message's headers costs 1.8-4.5 us, so reading
 every stamp costs either loop ~10 % of a core at 40k msg/s: a comparison where only
 one of them does it says nothing. Targets, worker / bare: CPU <= 1.10x, p50, p99 <=
-1.2x, at every rate.
+1.2x, at every rate. `--twin-bare` adds a second, identical bare loop on the same
+traffic: how far two identical loops differ within one run (the noise floor a worker
+ratio must clear before it says anything), and the worker against the mean of both.
+Runs on this machine differ more from each other than the twins within one run do.
 """
 
 from __future__ import annotations
@@ -86,7 +89,6 @@ from contextlib import ExitStack
 from typing import Any, Final
 
 from codec import REAL_CODECS
-from localkafka import LocalKafka
 from tests.perf.bench_fixed_rate import fixed_rate, print_fixed_rate
 from tests.perf.bench_support import (
     LATENCY_SAMPLE_EVERY,
@@ -95,6 +97,7 @@ from tests.perf.bench_support import (
     WorkerProcess,
     fill_topic,
     fresh_topic,
+    kafka,
     log,
     measure_drain,
 )
@@ -346,6 +349,13 @@ def parser() -> argparse.ArgumentParser:
         help="both contenders read the e2e latency stamp of every k-th message "
         "(the worker's --latency-sample-every; 1: every message)",
     )
+    rate_g.add_argument(
+        "--twin-bare",
+        action="store_true",
+        help="run a second, identical bare loop on the same traffic: how far two "
+        "identical loops differ in one run (the noise floor), and the worker "
+        "against the mean of both",
+    )
     rate_g.add_argument("--duration", type=float, default=60.0, help="seconds of load")
     rate_g.add_argument(
         "--drain-timeout",
@@ -360,10 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     load_before = os.getloadavg()
     with ExitStack() as stack:
-        bootstrap = (
-            args.bootstrap_servers
-            or stack.enter_context(LocalKafka()).bootstrap_servers
-        )
+        bootstrap = kafka(stack, args.bootstrap_servers)
         res = fixed_rate(args, bootstrap) if args.fixed_rate else drain(args, bootstrap)
     res["load_average_before"] = [round(x, 2) for x in load_before]
     res["cpus"] = os.cpu_count()
