@@ -62,8 +62,13 @@ class ConsumerSettings(_Section):
     `processes` children appends `-<index>`."""
     max_poll_interval_ms: Annotated[int, Field(ge=1000, le=86_400_000)] = 300_000
     fetch_max_bytes: Annotated[int, Field(ge=1024, le=2_147_483_135)] = 52_428_800
-    queued_max_messages_kbytes: Annotated[int, Field(ge=1, le=2_097_151)] = 32_768
-    """The prefetch queue's bound in KiB (librdkafka's default is 64 MiB)."""
+    queued_max_messages_kbytes: Annotated[int, Field(ge=1, le=2_097_151)] = 65_536
+    """The prefetch queue's bound in KiB: librdkafka's default, 64 MiB. A full queue
+    postpones the partition's next fetch by `fetch.queue.backoff.ms` (1 s), so a lower
+    bound pauses a backlog's drain more often: at 32 MiB the worker drained 200k
+    medium events in about twice the wall time of a bare loop at 64 MiB, and kept
+    0.70-0.89 of its messages per CPU-second against 0.85-0.96 at 64 MiB (`make
+    bench`, two runs each, msgspec-msgpack and protobuf)."""
 
 
 class CodecSettings(_Section):

@@ -15,8 +15,7 @@ from tests.faults.run import Run
 LARGE_BYTES: Final = 1_000_000
 RSS_AFTER_BOUND_MB: Final = 48.0
 """How much more RSS than before the burst the worker may keep once it has drained
-and idled: the prefetch queue's bound (`queued_max_messages_kbytes`, 32 MiB) and
-some heap."""
+and idled (the prefetch queue is empty by then): heap kept by the allocator."""
 RSS_PEAK_BOUND_MB: Final = 400.0
 """The highest RSS allowed during the burst (the batch, the prefetch queue and a
 fetch response, each bounded by bytes)."""
