@@ -70,6 +70,15 @@ def json_lines(log: Path) -> list[dict[str, Any]]:
     ]
 
 
+def _logged(log: Path, event: str) -> set[int]:
+    """The worker indexes that logged `event` so far (complete lines only: the
+    processes are still writing)."""
+    text = log.read_text() if log.exists() else ""
+    done = text[: text.rfind("\n") + 1].splitlines()
+    lines = [json.loads(line) for line in done if line.startswith("{")]
+    return {line["worker"] for line in lines if line.get("event") == event}
+
+
 @pytest.fixture
 def log_file(tmp_path: Path) -> Path:
     return tmp_path / "worker.log"
@@ -314,11 +323,14 @@ class TestProcesses:
         second = WorkerProcess(kafka_bootstrap, topic)
         second.port = w.port + 1
         with w:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and not (
-                w.metrics() and second.metrics()
+            # Both consumers built first: /metrics answers before a child has one,
+            # and a child stopped then has nothing to close.
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and (
+                _logged(log_file, "partitions_assigned") != {0, 1}
             ):
                 time.sleep(0.2)
+            assert _logged(log_file, "partitions_assigned") == {0, 1}
             assert w.metrics() and second.metrics()
             w.stop(signal.SIGKILL)  # the supervisor only
             deadline = time.monotonic() + 30
