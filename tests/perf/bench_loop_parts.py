@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
 from typing import Any, Final
 
@@ -54,8 +54,10 @@ from tests.perf.bench_support import (
     BareConsumer,
     SpawnedLoop,
     WorkerProcess,
+    _bare_timed,
     by_role,
     fresh_topic,
+    in_process_loop,
     kafka,
     loadgen_cmd,
     loadgen_summary,
@@ -114,18 +116,19 @@ def part_main(part: str, bootstrap: str, topic: str, every: int, shared: Any) ->
     consumer.subscribe([topic], on_assign=assigned)
     try:
         if part == "bare+settings":
-            _bare_storing(consumer, codec.decode_unchecked, shared, every)
+            batch = WORKER_DEFAULTS.batch_size
+            timeout = WORKER_DEFAULTS.batch_timeout_ms / 1000
+            decode = codec.decode_unchecked
+            _bare_timed(consumer, decode, shared, batch, timeout, every, _STORE_EVERY_S)
             return
-        from tests.perf.bench_support import in_process_loop
-
         loop = in_process_loop(
             consumer,
             codec,
             CODEC,
             batch_size=WORKER_DEFAULTS.batch_size,
             latency_sample_every=every,
+            store_interval_s=_STORE_EVERY_S,  # as the worker's default
         )
-        loop._store_every = _STORE_EVERY_S  # as the worker's default
         if part == "loop-no-metrics":
 
             def count_only(msgs: Sequence[Any], *_: Any) -> None:
@@ -139,35 +142,6 @@ def part_main(part: str, bootstrap: str, topic: str, every: int, shared: Any) ->
         loop.run(lambda: bool(shared[_STOP]), tick)
     finally:
         consumer.close()
-
-
-def _bare_storing(
-    consumer: Any, decode: Callable[[bytes], Any], shared: Any, every: int
-) -> None:
-    """The bare timed loop, plus the worker's offset store every 100 ms."""
-    from array import array
-
-    from service.headers import SENT_NS
-
-    consume, n, lat = consumer.consume, 0, array("q")
-    append, store_at = lat.append, 0.0
-    batch, timeout = WORKER_DEFAULTS.batch_size, WORKER_DEFAULTS.batch_timeout_ms / 1e3
-    while not shared[_STOP]:
-        msgs = consume(batch, timeout)
-        for m in msgs:
-            if m.error() is None:
-                decode(m.value())
-        now = time.time_ns()
-        for m in msgs[(-n) % every :: every]:
-            for key, value in m.headers():
-                if key == SENT_NS:
-                    append(now - int(value))
-                    break
-        if msgs and (t := time.monotonic()) >= store_at:
-            store_at = t + _STORE_EVERY_S
-            consumer.store_offsets(offsets=consumer.position(consumer.assignment()))
-        n += len(msgs)
-        shared[_DONE] = n
 
 
 class PartProcess(SpawnedLoop):

@@ -110,6 +110,7 @@ def in_process_loop(
     step: Callable[[Any], Any] | None = None,
     batch_size: int = 500,
     latency_sample_every: int = LATENCY_SAMPLE_EVERY,
+    store_interval_s: float = 0.0,
 ) -> BatchLoop:
     """The worker's `BatchLoop` on `consumer` decoding with `codec` (medium profile,
     metrics on, no DLQ or output topic), for the in-process benchmarks."""
@@ -125,6 +126,7 @@ def in_process_loop(
         batch_size=batch_size,
         batch_timeout_s=0.005,
         latency_sample_every=latency_sample_every,
+        store_interval_s=store_interval_s,
     )
 
 
@@ -201,9 +203,12 @@ def _bare_timed(
     batch: int,
     t: float,
     every: int,
+    store_every_s: float = 0.0,
 ) -> array[int]:
+    """The timed bare loop; with `store_every_s`, it also stores its position at
+    most that often, as the worker does (`bench_loop_parts`' `bare+settings`)."""
     consume, n, lat = consumer.consume, 0, array("q")
-    append = lat.append
+    append, store_at = lat.append, 0.0
     while not shared[_STOP]:
         msgs = consume(batch, t)
         for m in msgs:
@@ -216,6 +221,9 @@ def _bare_timed(
                 if key == SENT_NS:  # the load generator writes it first: one compare
                     append(now - int(value))
                     break
+        if store_every_s and msgs and (mono := time.monotonic()) >= store_at:
+            store_at = mono + store_every_s
+            consumer.store_offsets(offsets=consumer.position(consumer.assignment()))
         n += len(msgs)
         shared[_DONE] = n
     return lat
