@@ -127,6 +127,8 @@ class BatchLoop:
         self._assignment: dict[int, TopicPartition] = {}
         self._positions: list[TopicPartition] = []
         self._shadow = shadow
+        self._tally = Tally()
+        """The batch's tally, used again while it stays empty (the common case)."""
         self.hold = Hold(consumer, metrics)
         self.processed = 0
         self.heartbeat = time.monotonic()
@@ -189,7 +191,9 @@ class BatchLoop:
             msgs = hold.filter(msgs)
             if not msgs:
                 return
-        tally = Tally()
+        tally = self._tally
+        if tally.poison or tally.errors:  # the last batch's, handed on: a fresh one
+            tally = self._tally = Tally()
         decode_ns: list[int] = []
         handle_ns: list[int] = []
         try:
@@ -203,9 +207,13 @@ class BatchLoop:
                 if size == self._batch_size:  # a burst of large values has ended
                     memory.trim()
                 self._size = size
+            # Confirmed only if queued: dead letters are queued by this batch's
+            # `reject` alone (a failed confirm abandons them), output by its emits.
             if tally.poison:
                 self._poison.reject(tally.poison)
-            self._confirm()
+                self._poison.confirm()
+            if self._output is not None and self._output[0].pending:
+                self._output[0].confirm()
         except DeliveryError as exc:
             self._poison.abandon()
             if self._output is not None:
@@ -250,11 +258,6 @@ class BatchLoop:
         return nbytes
 
     # -- confirmation, offsets, errors ---------------------------------------------------
-
-    def _confirm(self) -> None:
-        self._poison.confirm()
-        if self._output is not None and self._output[0].pending:
-            self._output[0].confirm()
 
     def _store(self) -> None:
         """Store each assigned partition's position: the offset after the last
@@ -311,7 +314,7 @@ class BatchLoop:
         n = len(msgs) - tally.errors
         ok = n - len(poison)
         if ok:
-            m.ok.inc(ok)
+            m.ok.value += ok  # `IntCounterChild`: one add, no call (the loop's alone)
         if poison:
             n_logic = sum(1 for p in poison if p.stage == "process")
             if n_logic:
@@ -322,7 +325,7 @@ class BatchLoop:
             m.decode_seconds.observe_many(_less_clock(decode_ns, self._clock_ns))
         if handle_ns:
             m.handle_seconds.observe_many(_less_clock(handle_ns, self._clock_ns))
-        m.bytes.inc(nbytes)
+        m.bytes.value += nbytes
         m.batch_messages.observe_n(n, 1)
         # Every k-th message of the stream (the phase carries across batches), so each
         # message is equally likely to be timed; consumer errors are not messages.

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import itertools
+from bisect import bisect_right
+from collections import Counter
 from time import thread_time
 
 import pytest
+from hypothesis import given, settings, strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 
 from codec import REAL_CODECS, CodecName, get_codec
@@ -33,6 +36,7 @@ DESIGN_METRICS = (
     "process_resident_memory_bytes",
 )
 """The metric names DESIGN.md promises on `/metrics`."""
+_EDGES_NS = [round(b * 1e9) for b in LATENCY_BUCKETS]
 
 
 class TestBatchHistogram:
@@ -74,6 +78,37 @@ class TestBatchHistogram:
         assert sum(counts) == 2  # 1 ms and exactly the oldest allowed
         assert counts[-1] == 1  # that one above the top bucket
         assert total == pytest.approx(1e-3 + oldest * 1e-9)
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        st.lists(
+            st.one_of(
+                st.integers(-(10**12), 10**15),  # negative to past the oldest allowed
+                st.sampled_from(_EDGES_NS),  # exactly on a bucket's bound
+                st.sampled_from(_EDGES_NS).map(lambda e: e - 1),
+                st.sampled_from(_EDGES_NS).map(lambda e: e + 1),
+            ),
+            max_size=300,
+        ),
+        st.integers(1, 4),
+    )
+    def test_ages_fold_as_each_age_bisected(self, ages: list[int], reads: int) -> None:
+        """The sorting fold puts each age where `bisect_right` over the bounds
+        would, in however many reads, and sums exactly the valid ones."""
+        oldest = 10**14
+        child = AgeHistogramChild(LATENCY_BUCKETS, max_ns=oldest)
+        step = -(-len(ages) // reads) or 1
+        for i in range(0, len(ages), step):
+            child.add_ages(ages[i : i + step])
+            child.snapshot()
+        counts, total, invalid = child.state()
+        edges = [0, *_EDGES_NS, oldest + 1]
+        places = Counter(bisect_right(edges, a) for a in ages)
+        assert counts == [places[j] for j in range(1, len(LATENCY_BUCKETS) + 2)]
+        assert invalid["negative"] == places[0]
+        assert invalid["too_large"] == places[len(LATENCY_BUCKETS) + 2]
+        valid = [a for a in ages if 0 <= a <= oldest]
+        assert total == pytest.approx(sum(valid) * 1e-9, rel=1e-9, abs=1e-12)
 
     def test_ages_fold_without_a_read_when_many_wait(self) -> None:
         child = AgeHistogramChild(LATENCY_BUCKETS, max_ns=10**15)
