@@ -76,6 +76,7 @@ class WorkerProcess:
         group: the consumer group (default: a fresh one).
         log: a file the worker's output is appended to (default: discarded).
         env: the worker's environment (default: this process's).
+        port: its metrics port (default: a free one).
     """
 
     DEFAULT_ARGS: ClassVar[tuple[str, ...]] = ()
@@ -89,8 +90,9 @@ class WorkerProcess:
         group: str | None = None,
         log: Path | None = None,
         env: Mapping[str, str] | None = None,
+        port: int | None = None,
     ) -> None:
-        self.port = free_port()
+        self.port = free_port() if port is None else port
         self._environ = None if env is None else dict(env)
         self.group = group or f"g-{uuid.uuid4().hex[:8]}"
         self.cmd: list[str] = [

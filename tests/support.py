@@ -5,6 +5,9 @@ The worker process is `abrunner.process.WorkerProcess`, the A/B runner's own.
 
 from __future__ import annotations
 
+import contextlib
+import random
+import socket
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -76,6 +79,31 @@ def consume_all(
     finally:
         consumer.close()
     return out
+
+
+def free_port_run(count: int, host: str = "127.0.0.1") -> int:
+    """The first of `count` consecutive TCP ports free on `host` now, below the
+    kernel's ephemeral range: `--processes N` serves metrics on port + i, and a port
+    in that range can be taken meanwhile by any outgoing connection's local end (a
+    Kafka client's, say), which no check before start-up can rule out.
+    """
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768  # Linux's default low bound
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(10_000, ephemeral - count)
+        with contextlib.ExitStack() as stack:
+            try:
+                for port in range(base, base + count):
+                    sock = stack.enter_context(socket.socket())
+                    sock.bind((host, port))
+            except OSError:
+                continue
+            return base
+    raise RuntimeError(f"no {count} consecutive free ports below {ephemeral}")
 
 
 class WorkerProcess(process.WorkerProcess):

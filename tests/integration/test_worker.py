@@ -17,7 +17,13 @@ import pytest
 from codec import REAL_CODECS, CodecName, get_codec
 from loadgen.payloads import make_payloads
 from localkafka import TopicAdmin, delete_topic
-from tests.support import Record, WorkerProcess, consume_all, produce
+from tests.support import (
+    Record,
+    WorkerProcess,
+    consume_all,
+    free_port_run,
+    produce,
+)
 
 TopicFactory = Callable[..., str]
 
@@ -275,6 +281,7 @@ class TestProcesses:
         self, kafka_bootstrap: str, topic_factory: Any, log_file: Path
     ) -> None:
         topic = topic_factory(4)
+        base = free_port_run(2)
         w = WorkerProcess(
             kafka_bootstrap,
             topic,
@@ -286,9 +293,9 @@ class TestProcesses:
             "2",
             *dlq_args(topic_factory),
             log=log_file,
+            port=base,
         )
-        second = WorkerProcess(kafka_bootstrap, topic)
-        second.port = w.port + 1
+        second = WorkerProcess(kafka_bootstrap, topic, port=base + 1)
         with w:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and not all(
@@ -319,9 +326,9 @@ class TestProcesses:
     ) -> None:
         topic = topic_factory(2)
         args = ("--processes", "2", *dlq_args(topic_factory))
-        w = WorkerProcess(kafka_bootstrap, topic, *args, log=log_file)
-        second = WorkerProcess(kafka_bootstrap, topic)
-        second.port = w.port + 1
+        base = free_port_run(2)
+        w = WorkerProcess(kafka_bootstrap, topic, *args, log=log_file, port=base)
+        second = WorkerProcess(kafka_bootstrap, topic, port=base + 1)
         with w:
             # Both consumers built first: /metrics answers before a child has one,
             # and a child stopped then has nothing to close.
