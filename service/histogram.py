@@ -176,9 +176,9 @@ class AgeHistogramChild(HistogramChild):
             hi = bisect_left(ages, edges[j], lo)
             places[j], lo = hi - lo, hi
         places[last] = len(ages) - lo
-        for j in range(max(first, 1), min(last, len(counts)) + 1):
-            counts[j - 1] += places[j]
-        negative, too_large = places[0], places[len(edges)]
+        for i, n in enumerate(places[1:-1]):  # the buckets', overflow last
+            counts[i] += n
+        negative, too_large = places[0], places[-1]
         if negative or too_large:
             self.invalid["negative"] += negative
             self.invalid["too_large"] += too_large

@@ -68,21 +68,16 @@ def dlq_args(topic_factory: TopicFactory) -> tuple[str, str]:
 
 
 def json_lines(log: Path) -> list[dict[str, Any]]:
-    """The JSON log lines of a worker's output (other lines are left out)."""
-    return [
-        json.loads(line)
-        for line in log.read_text().splitlines()
-        if line.startswith("{")
-    ]
+    """The JSON log lines of a worker's output (other lines are left out), complete
+    lines only: a running worker may be half-way through writing the last one."""
+    text = log.read_text() if log.exists() else ""
+    done = text[: text.rfind("\n") + 1].splitlines()
+    return [json.loads(line) for line in done if line.startswith("{")]
 
 
 def _logged(log: Path, event: str) -> set[int]:
-    """The worker indexes that logged `event` so far (complete lines only: the
-    processes are still writing)."""
-    text = log.read_text() if log.exists() else ""
-    done = text[: text.rfind("\n") + 1].splitlines()
-    lines = [json.loads(line) for line in done if line.startswith("{")]
-    return {line["worker"] for line in lines if line.get("event") == event}
+    """The worker indexes that logged `event` so far."""
+    return {line["worker"] for line in json_lines(log) if line.get("event") == event}
 
 
 @pytest.fixture

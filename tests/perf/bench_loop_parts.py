@@ -35,7 +35,6 @@ the bare twins' spread say nothing.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -43,6 +42,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from contextlib import ExitStack
+from functools import partial
 from typing import Any, Final
 
 from tests.perf.bench_support import (
@@ -58,10 +58,10 @@ from tests.perf.bench_support import (
     by_role,
     fresh_topic,
     in_process_loop,
-    kafka,
     loadgen_cmd,
     loadgen_summary,
     log,
+    run_bench,
     thread_cpu,
     wait_until,
 )
@@ -288,16 +288,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    load_before = os.getloadavg()
-    with ExitStack() as stack:
-        bootstrap = kafka(stack, args.bootstrap_servers)
-        res = measure(args, bootstrap)
-    res["load_average_before"] = [round(x, 2) for x in load_before]
-    if args.json:
-        print(json.dumps(res))
-    else:
-        print_table(res)
-    return 0
+    return run_bench(args, partial(measure, args), print_table)
 
 
 if __name__ == "__main__":

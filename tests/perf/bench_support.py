@@ -137,6 +137,26 @@ def kafka(stack: ExitStack, bootstrap_servers: str | None) -> str:
     return stack.enter_context(LocalKafka()).bootstrap_servers
 
 
+def run_bench(
+    args: Any,
+    measure: Callable[[str], dict[str, Any]],
+    show: Callable[[dict[str, Any]], None],
+) -> int:
+    """A benchmark's `main`: `measure(bootstrap)` on `args.bootstrap_servers` (or a
+    `LocalKafka`), the load average before it and the CPU count added, then one JSON
+    object (`args.json`) or `show(result)`."""
+    load_before = os.getloadavg()
+    with ExitStack() as stack:
+        res = measure(kafka(stack, args.bootstrap_servers))
+    res["load_average_before"] = [round(x, 2) for x in load_before]
+    res["cpus"] = os.cpu_count()
+    if args.json:
+        print(json.dumps(res))
+    else:
+        show(res)
+    return 0
+
+
 def fresh_topic(stack: ExitStack, bootstrap: str, codec: str, partitions: int) -> str:
     """A fresh topic (and its dead-letter topic), deleted when `stack` closes."""
     topic = f"bench-{re.sub('[^a-z0-9]+', '-', codec)}-{uuid.uuid4().hex[:8]}"

@@ -82,10 +82,10 @@ Runs on this machine differ more from each other than the twins within one run d
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 from contextlib import ExitStack
+from functools import partial
 from typing import Any, Final
 
 from codec import REAL_CODECS
@@ -97,9 +97,9 @@ from tests.perf.bench_support import (
     WorkerProcess,
     fill_topic,
     fresh_topic,
-    kafka,
     log,
     measure_drain,
+    run_bench,
 )
 
 DEFAULT_CODECS: Final = (
@@ -368,19 +368,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    load_before = os.getloadavg()
-    with ExitStack() as stack:
-        bootstrap = kafka(stack, args.bootstrap_servers)
-        res = fixed_rate(args, bootstrap) if args.fixed_rate else drain(args, bootstrap)
-    res["load_average_before"] = [round(x, 2) for x in load_before]
-    res["cpus"] = os.cpu_count()
-    if args.json:
-        print(json.dumps(res))
-    elif args.fixed_rate:
-        print_fixed_rate(res)
-    else:
-        print_drain(res)
-    return 0
+    if args.fixed_rate:
+        return run_bench(args, partial(fixed_rate, args), print_fixed_rate)
+    return run_bench(args, partial(drain, args), print_drain)
 
 
 if __name__ == "__main__":
