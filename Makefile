@@ -68,7 +68,7 @@ bench: setup  ## Worker vs a bare per-message loop for every wire codec, msgs pe
 bench-fixed-rate: setup  ## Worker vs a bare loop on the same traffic at 2k, 20k and 40k msg/s: CPU and latency
 	$(PY) -m tests.perf.bench_worker --fixed-rate
 
-bench-loop-parts: setup  ## Where the worker's fixed cost at 2k msg/s goes: bare twins, settings, loop, metrics, worker on one load
+bench-loop-parts: setup  ## Where the worker's fixed cost at 2k msg/s goes: bare twins, the timer wait, settings, loop, metrics, worker on one load
 	$(PY) -m tests.perf.bench_loop_parts
 
 bench-overhead: setup  ## What the worker's loop adds to a bare decode loop, in-process, every codec

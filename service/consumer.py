@@ -152,11 +152,28 @@ class BatchLoop:
         self.hold.forget(partitions)
 
     def run(self, should_stop: Callable[[], bool], tick: Callable[[], None]) -> None:
-        """Process batches until `should_stop()`; call `tick()` after each."""
+        """Process batches until `should_stop()`; call `tick()` after each.
+
+        How the next batch is waited for depends on how full the last one was. At
+        least half full (a backlog, or a rate that fills a batch within the wait):
+        `consume(size, timeout)`, which returns as soon as the batch is full. Less
+        (a steady rate below that, or idle): sleep for the wait, then take what
+        came, `consume(size, 0)`. The two give the same batches when none fills:
+        librdkafka's `consume()` returns early only with a full batch, and meanwhile
+        wakes its caller for every fetch response that lands in the queue (~500 a
+        second at 2,000 msg/s on 4 partitions, for 200 batches), where the sleep
+        wakes it once. No message waits longer than the timeout either way.
+        """
         consume, process, hold = self._consumer.consume, self.process, self.hold
-        timeout = self._timeout
+        timeout, sleep = self._timeout, time.sleep
+        on_queue = False
         while not should_stop():
-            msgs = consume(self._size, timeout)
+            if on_queue:
+                msgs = consume(self._size, timeout)
+            else:
+                sleep(timeout)
+                msgs = consume(self._size, 0)
+            on_queue = 2 * len(msgs) >= self._size
             if msgs:
                 process(msgs)
             else:

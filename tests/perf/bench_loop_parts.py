@@ -13,6 +13,10 @@ machine does to one it does to all; all read the e2e stamp of every
 
 - `bare`, `bare-2`: `bench_worker`'s bare loop, twice: how far two identical loops
   differ in one run (the noise floor).
+- `bare+timer`: the bare loop waiting for a batch as the worker does
+  (`BatchLoop.run`: after a batch under half full, sleep the 5 ms wait, then
+  `consume(500, 0)`; the bare loop's `consume(500, 0.005)` is woken by every fetch
+  response that lands meanwhile).
 - `bare+settings`: the bare loop on a consumer built with the worker's librdkafka
   settings and callbacks (error, commit, log), storing its position every 100 ms
   as the worker does (`enable.auto.offset.store=false`).
@@ -26,9 +30,10 @@ machine does to one it does to all; all read the e2e stamp of every
 
 Per contender: CPU % of a core over the window (first message to all caught up),
 that of its Python threads, and the difference from the mean of the two bare
-loops in % of a core. A part costs what separates two rows: `worker` against
+loops in % of a core; for the bare loops also their e2e latency p50 and p99 (exact). A part costs what separates two rows: `worker` against
 `loop`, the rest of the worker; `loop` against `loop-no-metrics`, the metrics;
-`bare+settings` against `bare`, the settings and offset store. Differences within
+`bare+settings` against `bare`, the settings and offset store; `bare+timer` against
+`bare`, the way of waiting. Differences within
 the bare twins' spread say nothing.
 """
 
@@ -70,6 +75,7 @@ CODEC: Final = "msgspec-msgpack"
 PARTS: Final = (
     "bare",
     "bare-2",
+    "bare+timer",
     "bare+settings",
     "loop",
     "loop-no-metrics",
@@ -155,7 +161,7 @@ class PartProcess(SpawnedLoop):
 def _contender(
     part: str, bootstrap: str, topic: str, every: int
 ) -> BareConsumer | WorkerProcess | PartProcess:
-    if part in ("bare", "bare-2"):
+    if part in ("bare", "bare-2", "bare+timer"):
         timeout = WORKER_DEFAULTS.batch_timeout_ms / 1000
         return BareConsumer(
             bootstrap,
@@ -165,6 +171,7 @@ def _contender(
             timeout,
             latencies=True,
             latency_sample_every=every,
+            timer=part == "bare+timer",
         )
     if part == "worker":
         flags = ("--latency-sample-every", str(every))
@@ -202,6 +209,9 @@ def measure(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
         )
         window = time.monotonic() - t0
         after = {p: thread_cpu(c.pid) for p, c in parts.items()}
+        bare_latency = {
+            p: c.latencies() for p, c in parts.items() if isinstance(c, BareConsumer)
+        }
     rows = {}
     for part in parts:
         roles = by_role(before[part], after[part])
@@ -210,6 +220,9 @@ def measure(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
             "cpu_pct": round(sum(roles.values()) / window * 100, 2),
             "python_pct": round(python / window * 100, 2),
         }
+        if (lat := bare_latency.get(part)) and lat["exact_p50_s"] is not None:
+            rows[part]["p50_ms"] = round(lat["exact_p50_s"] * 1e3, 2)
+            rows[part]["p99_ms"] = round(lat["exact_p99_s"] * 1e3, 2)
     bares = [rows[p]["cpu_pct"] for p in ("bare", "bare-2") if p in rows]
     if bares:
         mean = sum(bares) / len(bares)
@@ -230,12 +243,16 @@ def print_table(res: dict[str, Any]) -> None:
         f"{res['rate']:,.0f} msg/s, e2e stamp of every {res['latency_sample_every']}. "
         f"message read by all; window {res['window_s']} s, {res['acked']:,} messages"
     )
-    print(f"{'part':18}{'CPU %':>8}{'Python %':>10}{'- bare mean':>13}{'ratio':>8}")
+    print(
+        f"{'part':18}{'CPU %':>8}{'Python %':>10}{'- bare mean':>13}{'ratio':>8}"
+        f"{'p50 ms':>8}{'p99 ms':>8}"
+    )
     for part, r in res["parts"].items():
         print(
             f"{part:18}{r['cpu_pct']:>8}{r['python_pct']:>10}"
             f"{r.get('over_bare_mean_pct', '-')!s:>13}"
             f"{r.get('ratio_to_bare_mean', '-')!s:>8}"
+            f"{r.get('p50_ms', '-')!s:>8}{r.get('p99_ms', '-')!s:>8}"
         )
 
 

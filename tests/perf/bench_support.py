@@ -224,13 +224,21 @@ def _bare_timed(
     t: float,
     every: int,
     store_every_s: float = 0.0,
+    timer: bool = False,
 ) -> array[int]:
     """The timed bare loop; with `store_every_s`, it also stores its position at
-    most that often, as the worker does (`bench_loop_parts`' `bare+settings`)."""
+    most that often, as the worker does (`bench_loop_parts`' `bare+settings`); with
+    `timer`, it waits for a batch as the worker does (`BatchLoop.run`: after a batch
+    under half full, sleep the wait, then take what came)."""
     consume, n, lat = consumer.consume, 0, array("q")
-    append, store_at = lat.append, 0.0
+    append, store_at, on_queue = lat.append, 0.0, True
     while not shared[_STOP]:
-        msgs = consume(batch, t)
+        if on_queue:
+            msgs = consume(batch, t)
+        else:
+            time.sleep(t)
+            msgs = consume(batch, 0)
+        on_queue = not timer or 2 * len(msgs) >= batch
         for m in msgs:
             if m.error() is None:  # an error event is not a message
                 decode(m.value())
@@ -269,8 +277,10 @@ def bare_main(
     shared: Any,
     results: Any,
     latency_sample_every: int = LATENCY_SAMPLE_EVERY,
+    timer: bool = False,
 ) -> None:
-    """The bare loop's process (see `bench_worker`); `results` None: no latencies."""
+    """The bare loop's process (see `bench_worker`); `results` None: no latencies;
+    `timer`: the worker's way of waiting for a batch (`_bare_timed`)."""
     from confluent_kafka import Consumer
 
     decode = get_codec(codec, PROFILE).decode_unchecked  # type: ignore[arg-type]
@@ -290,7 +300,13 @@ def bare_main(
             _bare_drain(consumer, decode, shared, batch, timeout)
         else:
             lat = _bare_timed(
-                consumer, decode, shared, batch, timeout, latency_sample_every
+                consumer,
+                decode,
+                shared,
+                batch,
+                timeout,
+                latency_sample_every,
+                timer=timer,
             )
             results.send(_latency_figures(lat))
     finally:
@@ -347,6 +363,7 @@ class BareConsumer(SpawnedLoop):
         *,
         latencies: bool = False,
         latency_sample_every: int = LATENCY_SAMPLE_EVERY,
+        timer: bool = False,
     ) -> None:
         super().__init__()
         self._recv: Connection | None = None
@@ -362,6 +379,7 @@ class BareConsumer(SpawnedLoop):
             self._shared,
             send,
             latency_sample_every,
+            timer,
         )
         self._start(bare_main, args)
 

@@ -210,6 +210,45 @@ class TestHappyPath:
         rig.loop.run(lambda: len(ticks) >= 3, lambda: ticks.append(1))
         assert rig.ok() == 2 and len(ticks) == 3
 
+    def test_waits_on_a_timer_unless_the_last_batch_was_half_full(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Below half a batch (a steady rate, idle) the loop sleeps the wait and then
+        takes what came; from half a batch up (a backlog) it waits on the queue,
+        which returns as soon as the batch is full."""
+        rig = Rig(step="noop")  # batch 100, wait 10 ms
+        waits: list[tuple[str, float]] = []
+        monkeypatch.setattr(
+            "service.consumer.time.sleep", lambda s: waits.append(("sleep", s))
+        )
+        scripted = rig.consumer.consume
+
+        def consume(num_messages: int, timeout: float) -> list[Any]:
+            waits.append((f"consume {num_messages}", timeout))
+            return scripted(num_messages, timeout)
+
+        monkeypatch.setattr(rig.consumer, "consume", consume)
+        rig.assigned.add(0)
+        rig.loop.assign([TopicPartition("in", 0)])
+        sizes = (10, 49, 50, 100, 0, 1)
+        seq = iter(range(1000))
+        rig.consumer.batches = [[rig.msg(next(seq)) for _ in range(n)] for n in sizes]
+        rounds = iter(sizes)
+        rig.loop.run(lambda: next(rounds, None) is None, lambda: None)
+        assert waits == [
+            ("sleep", 0.01),
+            ("consume 100", 0),  # 10
+            ("sleep", 0.01),
+            ("consume 100", 0),  # 49
+            ("sleep", 0.01),
+            ("consume 100", 0),  # 50: half
+            ("consume 100", 0.01),  # 100
+            ("consume 100", 0.01),  # none
+            ("sleep", 0.01),
+            ("consume 100", 0),  # 1
+        ]
+        assert rig.ok() == 210
+
 
 class TestPaths:
     """Both per-message paths and every loop variant sort messages the same way."""
