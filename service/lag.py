@@ -93,7 +93,9 @@ class LagGauges:
         if 0 in self._children:
             self._find_unowned(consumer)
         if unfetched or self._unowned:
-            total += self._before_first_fetch(consumer, unfetched + self._unowned)
+            total += self._before_first_fetch(
+                consumer, unfetched + self._unowned, added=set(self._unowned)
+            )
         self.total = total
 
     def _find_unowned(self, consumer: Any) -> None:
@@ -122,8 +124,11 @@ class LagGauges:
             if self._children.pop(p, None) is not None:
                 self._m.consumer_lag.remove(self._topic, str(p))
 
-    def _before_first_fetch(self, consumer: Any, partitions: list[int]) -> int:
-        """Lag from the committed offset and a watermark query (see the module)."""
+    def _before_first_fetch(
+        self, consumer: Any, partitions: list[int], added: set[int]
+    ) -> int:
+        """Lag from the committed offset and a watermark query (see the module);
+        `added`: partitions added since the last assignment (unowned)."""
         missing = [p for p in partitions if p not in self._committed]
         if missing:
             try:
@@ -151,9 +156,14 @@ class LagGauges:
                     continue
             start = self._committed.get(p, -1)
             if start < 0:  # nothing committed: where the partition starts
-                # (`service.starts`: with `latest`, its end only in a new group)
+                # (`service.starts`): with `latest`, its end only in a new group,
+                # and never for a partition added since this worker's assignment:
+                # all it holds was written after the worker subscribed. (The
+                # committed offsets cached here can be those of the start, before
+                # the group's first commit: they do not tell a new group.)
                 reads = any(o >= 0 for o in self._committed.values())
-                start = high if self._reset == "latest" and not reads else low
+                fresh = self._reset == "latest" and not reads and p not in added
+                start = high if fresh else low
             lag = max(0, high - start)
             child.set(lag)
             total += lag

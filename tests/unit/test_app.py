@@ -339,6 +339,27 @@ class TestLag:
         rig.worker._lag.update(rig.consumer)
         assert rig.worker._lag.total == 0
 
+    def test_added_partitions_count_from_their_start_with_latest(self) -> None:
+        """With `latest`, a partition added mid-run is read from its beginning
+        (`service.starts`), so all it holds is lag, even when the only committed
+        offsets the gauge has seen are those of the start (none yet)."""
+        rig = Rig()
+        rig.worker._lag._reset = "latest"
+        rig.assign(0, 1)
+        rig.consumer.positions = {}  # the start: neither fetched, nothing committed
+        rig.consumer.watermarks = {0: (0, 0), 1: (0, 0)}
+        rig.consumer.partition_count = 2
+        rig.worker._lag.update(rig.consumer)
+        assert rig.worker._lag.total == 0
+        rig.consumer.positions = {0: 10, 1: 10}  # reading, committing
+        rig.consumer.watermarks = {0: (0, 10), 1: (0, 10)}
+        rig.consumer.committed_offsets = {0: 10, 1: 10}
+        rig.consumer.partition_count = 4  # two partitions added, written to
+        rig.consumer.watermarks.update({2: (0, 30), 3: (0, 12)})
+        rig.worker._lag._next_query = 0.0
+        rig.worker._lag.update(rig.consumer)
+        assert [rig.lag(p) for p in range(4)] == [0, 0, 30, 12]
+
     def test_without_partition_0_nothing_unassigned_is_reported(self) -> None:
         rig = Rig()
         rig.assign(1)
