@@ -47,6 +47,10 @@ DECODE_SAMPLE_EVERY: Final = 32
 three `perf_counter_ns` calls and a slice and call for the run after it, ~0.4 us,
 so ~0.013 us a message; 40k msg/s still gives 1,250 timed decodes a second."""
 
+TIMER_WAIT_MAX_S: Final = 0.05
+"""Batch waits up to this sleep between small batches (`BatchLoop.run`); longer
+ones always wait on librdkafka's queue."""
+
 
 class BatchLoop:
     """Consumes batches and handles them; see the module docstring for the order.
@@ -158,22 +162,30 @@ class BatchLoop:
         least half full (a backlog, or a rate that fills a batch within the wait):
         `consume(size, timeout)`, which returns as soon as the batch is full. Less
         (a steady rate below that, or idle): sleep for the wait, then take what
-        came, `consume(size, 0)`. The two give the same batches when none fills:
-        librdkafka's `consume()` returns early only with a full batch, and meanwhile
-        wakes its caller for every fetch response that lands in the queue (~500 a
-        second at 2,000 msg/s on 4 partitions, for 200 batches), where the sleep
-        wakes it once. No message waits longer than the timeout either way.
+        came, `consume(size, 0)`. librdkafka's `consume()` returns early only with
+        a full batch, and meanwhile wakes its caller each time a fetch response
+        puts a partition's messages in the queue (~500 a second at 2,000 msg/s on
+        4 partitions, for 200 batches), where the sleep wakes it once. So while no
+        batch fills within the wait the two take the same batches; when a burst
+        starts after a small batch, its first batch is taken when the wait ends
+        rather than when it is full, up to one wait later, and the queue is waited
+        on from the next. Either way a message waits at most one wait (plus the
+        batch before it) to be taken. Waits over `TIMER_WAIT_MAX_S` always wait on
+        the queue: there a batch that fills early should not wait out the rest,
+        and librdkafka counts a sleep, unlike a blocking `consume()`, against
+        `max.poll.interval.ms`.
         """
         consume, process, hold = self._consumer.consume, self.process, self.hold
         timeout, sleep = self._timeout, time.sleep
-        on_queue = False
+        timer = timeout <= TIMER_WAIT_MAX_S
+        on_queue = not timer
         while not should_stop():
             if on_queue:
                 msgs = consume(self._size, timeout)
             else:
                 sleep(timeout)
                 msgs = consume(self._size, 0)
-            on_queue = 2 * len(msgs) >= self._size
+            on_queue = not timer or 2 * len(msgs) >= self._size
             if msgs:
                 process(msgs)
             else:

@@ -179,6 +179,16 @@ def _contender(
     return PartProcess(part, bootstrap, topic, every)
 
 
+def _latencies(bare: BareConsumer) -> dict[str, Any]:
+    """A bare loop's latency figures; none if it cannot send them (its CPU row
+    stands without them)."""
+    try:
+        return bare.latencies(timeout=30)
+    except (OSError, EOFError, TimeoutError) as exc:
+        log(f"no latencies from a bare loop: {exc!r}")
+        return {}
+
+
 def measure(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
     """All parts on one paced load; CPU % of a core per part and thread."""
     every = args.latency_sample_every
@@ -210,7 +220,7 @@ def measure(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
         window = time.monotonic() - t0
         after = {p: thread_cpu(c.pid) for p, c in parts.items()}
         bare_latency = {
-            p: c.latencies() for p, c in parts.items() if isinstance(c, BareConsumer)
+            p: _latencies(c) for p, c in parts.items() if isinstance(c, BareConsumer)
         }
     rows = {}
     for part in parts:
@@ -220,7 +230,7 @@ def measure(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
             "cpu_pct": round(sum(roles.values()) / window * 100, 2),
             "python_pct": round(python / window * 100, 2),
         }
-        if (lat := bare_latency.get(part)) and lat["exact_p50_s"] is not None:
+        if (lat := bare_latency.get(part)) and lat.get("exact_p50_s") is not None:
             rows[part]["p50_ms"] = round(lat["exact_p50_s"] * 1e3, 2)
             rows[part]["p99_ms"] = round(lat["exact_p99_s"] * 1e3, 2)
     bares = [rows[p]["cpu_pct"] for p in ("bare", "bare-2") if p in rows]

@@ -231,7 +231,7 @@ def _bare_timed(
     `timer`, it waits for a batch as the worker does (`BatchLoop.run`: after a batch
     under half full, sleep the wait, then take what came)."""
     consume, n, lat = consumer.consume, 0, array("q")
-    append, store_at, on_queue = lat.append, 0.0, True
+    append, store_at, on_queue = lat.append, 0.0, not timer
     while not shared[_STOP]:
         if on_queue:
             msgs = consume(batch, t)
@@ -382,6 +382,8 @@ class BareConsumer(SpawnedLoop):
             timer,
         )
         self._start(bare_main, args)
+        if send is not None:
+            send.close()  # the child's end only: a dead child reads as EOF at once
 
     def latencies(self, timeout: float = 60) -> dict[str, Any]:
         """Stop the loop and return its latency figures (`_latency_figures`)."""

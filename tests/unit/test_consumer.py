@@ -13,7 +13,7 @@ from codec import CodecName, get_codec
 from loadgen.payloads import make_payloads
 from schemas.errors import FatalError
 from service import memory
-from service.consumer import BatchLoop
+from service.consumer import TIMER_WAIT_MAX_S, BatchLoop
 from service.delivery import ConfirmedProducer
 from service.handlers import Handler
 from service.headers import SENT_NS, SEQ
@@ -248,6 +248,29 @@ class TestHappyPath:
             ("consume 100", 0),  # 1
         ]
         assert rig.ok() == 210
+
+    def test_a_long_wait_always_waits_on_the_queue(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Over `TIMER_WAIT_MAX_S` a batch that fills early must not wait out the
+        rest, and a sleep would count against `max.poll.interval.ms`."""
+        rig = Rig(step="noop")
+        rig.loop._timeout = TIMER_WAIT_MAX_S * 2
+        waits: list[tuple[str, float]] = []
+        monkeypatch.setattr(
+            "service.consumer.time.sleep", lambda s: waits.append(("sleep", s))
+        )
+        scripted = rig.consumer.consume
+
+        def consume(num_messages: int, timeout: float) -> list[Any]:
+            waits.append((f"consume {num_messages}", timeout))
+            return scripted(num_messages, timeout)
+
+        monkeypatch.setattr(rig.consumer, "consume", consume)
+        rig.consumer.batches = [[rig.msg(0)], []]
+        rounds = iter(range(2))
+        rig.loop.run(lambda: next(rounds, None) is None, lambda: None)
+        assert waits == [("consume 100", TIMER_WAIT_MAX_S * 2)] * 2
 
 
 class TestPaths:
