@@ -147,6 +147,22 @@ class Rig:
         return self.sample("worker_messages_total", codec=self.codec.name, outcome="ok")
 
 
+def _record_waits(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float]]:
+    """How the rig's loop waits, in order: ("sleep", s) and ("consume N", timeout)."""
+    waits: list[tuple[str, float]] = []
+    monkeypatch.setattr(
+        "service.consumer.time.sleep", lambda s: waits.append(("sleep", s))
+    )
+    scripted = rig.consumer.consume
+
+    def consume(num_messages: int, timeout: float) -> list[Any]:
+        waits.append((f"consume {num_messages}", timeout))
+        return scripted(num_messages, timeout)
+
+    monkeypatch.setattr(rig.consumer, "consume", consume)
+    return waits
+
+
 class TestHappyPath:
     """Good batches are handled, counted and their offsets stored (+1)."""
 
@@ -217,17 +233,7 @@ class TestHappyPath:
         takes what came; from half a batch up (a backlog) it waits on the queue,
         which returns as soon as the batch is full."""
         rig = Rig(step="noop")  # batch 100, wait 10 ms
-        waits: list[tuple[str, float]] = []
-        monkeypatch.setattr(
-            "service.consumer.time.sleep", lambda s: waits.append(("sleep", s))
-        )
-        scripted = rig.consumer.consume
-
-        def consume(num_messages: int, timeout: float) -> list[Any]:
-            waits.append((f"consume {num_messages}", timeout))
-            return scripted(num_messages, timeout)
-
-        monkeypatch.setattr(rig.consumer, "consume", consume)
+        waits = _record_waits(rig, monkeypatch)
         rig.assigned.add(0)
         rig.loop.assign([TopicPartition("in", 0)])
         sizes = (10, 49, 50, 100, 0, 1)
@@ -256,17 +262,7 @@ class TestHappyPath:
         rest, and a sleep would count against `max.poll.interval.ms`."""
         rig = Rig(step="noop")
         rig.loop._timeout = TIMER_WAIT_MAX_S * 2
-        waits: list[tuple[str, float]] = []
-        monkeypatch.setattr(
-            "service.consumer.time.sleep", lambda s: waits.append(("sleep", s))
-        )
-        scripted = rig.consumer.consume
-
-        def consume(num_messages: int, timeout: float) -> list[Any]:
-            waits.append((f"consume {num_messages}", timeout))
-            return scripted(num_messages, timeout)
-
-        monkeypatch.setattr(rig.consumer, "consume", consume)
+        waits = _record_waits(rig, monkeypatch)
         rig.consumer.batches = [[rig.msg(0)], []]
         rounds = iter(range(2))
         rig.loop.run(lambda: next(rounds, None) is None, lambda: None)
