@@ -15,8 +15,8 @@ machine does to one it does to all; all read the e2e stamp of every
   differ in one run (the noise floor).
 - `bare+timer`: the bare loop waiting for a batch as the worker does
   (`BatchLoop.run`: after a batch under half full, sleep the 5 ms wait, then
-  `consume(500, 0)`; the bare loop's `consume(500, 0.005)` is woken by every fetch
-  response that lands meanwhile).
+  `consume(500, 0)`; the bare loop's `consume(500, 0.005)` is woken each time a
+  fetch response puts messages in the queue meanwhile).
 - `bare+settings`: the bare loop on a consumer built with the worker's librdkafka
   settings and callbacks (error, commit, log), storing its position every 100 ms
   as the worker does (`enable.auto.offset.store=false`).
@@ -30,11 +30,11 @@ machine does to one it does to all; all read the e2e stamp of every
 
 Per contender: CPU % of a core over the window (first message to all caught up),
 that of its Python threads, and the difference from the mean of the two bare
-loops in % of a core; for the bare loops also their e2e latency p50 and p99 (exact). A part costs what separates two rows: `worker` against
-`loop`, the rest of the worker; `loop` against `loop-no-metrics`, the metrics;
-`bare+settings` against `bare`, the settings and offset store; `bare+timer` against
-`bare`, the way of waiting. Differences within
-the bare twins' spread say nothing.
+loops in % of a core; for the bare loops also their exact e2e latency p50 and p99.
+A part costs what separates two rows: `worker` against `loop`, the rest of the
+worker; `loop` against `loop-no-metrics`, the metrics; `bare+settings` against
+`bare`, the settings and offset store; `bare+timer` against `bare`, the way of
+waiting. Differences within the bare twins' spread say nothing.
 """
 
 from __future__ import annotations
