@@ -27,8 +27,8 @@ lock:  ## Re-resolve the hashed lock files from pyproject.toml
 	$(UV) pip compile pyproject.toml --generate-hashes --python-version 3.11 -q -o requirements/runtime.txt
 	$(UV) pip compile pyproject.toml --all-extras --group dev --generate-hashes --python-version 3.11 -q -o requirements/dev.txt
 
-proto: setup  ## Regenerate schemas/pb from schemas/*.proto
-	$(PY) -m grpc_tools.protoc -I schemas --python_out=schemas/pb --pyi_out=schemas/pb schemas/messages.proto
+proto: setup  ## Regenerate schemas/builtin/pb from schemas/builtin/messages.proto
+	$(PY) -m grpc_tools.protoc -I schemas/builtin --python_out=schemas/builtin/pb --pyi_out=schemas/builtin/pb schemas/builtin/messages.proto
 
 format: setup  ## Format the code
 	$(VENV)/bin/ruff format .

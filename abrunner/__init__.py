@@ -1,1 +1,13 @@
-"""The codec A/B runner: a worker per codec under the same load, then one report."""
+"""The codec A/B runner (`codec-ab`): a worker per codec under the same load, then one report.
+
+| part | holds |
+| --- | --- |
+| `plan`, `results`, `config` | what is asked (the typed plan), what was measured (report.json's Structs), the `[ab]` settings |
+| `report` | tables, decisions with intervals, charts and the `--compare` gate, built from results |
+| `lab` | the lab run: a worker and a load generator per case on a broker the runner owns |
+| `staging` | the staging verdict: two live deployments read from Prometheus |
+| `cli` | `codec-ab` and `codec-ab staging` |
+
+Each part may import only those above it in this table (`report` never imports `lab`),
+and every package below `abrunner`; nothing imports `abrunner`.
+"""

@@ -2,7 +2,7 @@
 
 For each payload profile, repeat and codec: a fresh topic and consumer group, a
 worker process with that codec, a warm-up, then the load generator at `--rate` for
-`--duration` (`abrunner.runner`). With no `--bootstrap-servers` the local Kafka is
+`--duration` (`abrunner.lab.runner`). With no `--bootstrap-servers` the local Kafka is
 used if one runs (`make kafka-start`), else the local Kafka is started and stopped
 here. `--max` finds each codec's maximum rate per worker process instead: the
 worker drains a pre-filled backlog as fast as one process can.
@@ -12,7 +12,7 @@ deleted), writes the report of the cases finished, marked interrupted, and exits
 130; a second Ctrl-C exits at once.
 
 `--compare OLD` compares the new report with OLD afterwards, `--compare OLD NEW`
-two reports without a run (`abrunner.compare`): a CI gate.
+two reports without a run (`abrunner.report.compare`): a CI gate.
 
 Exit status: 0 when every case ran and lost nothing, 1 otherwise, 2 for bad flags,
 130 when interrupted; with `--compare`, also 1 on a regression and 2 for a report
@@ -37,16 +37,17 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.table import Table
 
-import service.flags as commands
-from abrunner import compare, decisions, decode_share, notes, rejections, runner, sizing
+import service.settings.cli_flags as commands
 from abrunner.config import PREFERRED_BASELINE, TOOL, AbSettings
+from abrunner.lab import payload_sizing, runner
 from abrunner.plan import Plan, Profile, schema_limits
-from abrunner.report import markdown_table, tables, write
+from abrunner.report import compare, decisions, decode_share, notes, rejections
+from abrunner.report.tables import markdown_table, tables, write
 from abrunner.results import CaseResult, Report
 from schemas.errors import ConfigError
-from service.broker_state import DEFAULT_DATA_DIR
-from service.flags import KAFKA_FLAGS, Flag, add_flags
-from service.handshake import AccessRefused, check_access
+from service.kafka.broker_record import DEFAULT_DATA_DIR
+from service.kafka.security_check import AccessRefused, check_access
+from service.settings.cli_flags import KAFKA_FLAGS, Flag, add_flags
 
 INTERRUPTED: Final = 130
 """128 + SIGINT: what a shell reports for a command stopped by Ctrl-C."""
@@ -199,10 +200,10 @@ def plan_from_settings(s: AbSettings) -> Plan:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the A/B; 0 when every case ran and lost nothing, 1 otherwise, 2 bad
-    flags, 130 interrupted. `codec-ab staging ...` is `abrunner.staging_cli`."""
+    flags, 130 interrupted. `codec-ab staging ...` is `abrunner.staging.cli`."""
     given = sys.argv[1:] if argv is None else list(argv)
     if given[:1] == ["staging"]:
-        from abrunner import staging_cli
+        from abrunner.staging import cli as staging_cli
 
         return staging_cli.main(given[1:])
     args = build_parser().parse_args(argv)
@@ -260,9 +261,9 @@ def _disk(plan: Plan, bootstrap: str | None, given: bool) -> str | None:
     """Why the broker's disk cannot hold a `--max` backlog (None: it can, or it is
     another machine's, which cannot be checked from here)."""
     if bootstrap is None:  # the local Kafka started for the run: a temporary dir
-        return sizing.disk_problem(plan, Path(tempfile.gettempdir()))
+        return payload_sizing.disk_problem(plan, Path(tempfile.gettempdir()))
     if not given:  # the one `codec-kafka start` left running
-        return sizing.disk_problem(plan, Path(DEFAULT_DATA_DIR))
+        return payload_sizing.disk_problem(plan, Path(DEFAULT_DATA_DIR))
     return None
 
 

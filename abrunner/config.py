@@ -1,6 +1,6 @@
 """The A/B runner's settings: `[kafka]` (shared) plus its flat `[ab]` table.
 
-Read by `service.settings.load` like every tool's: defaults < TOML (`--config`:
+Read by `service.settings.sources.load` like every tool's: defaults < TOML (`--config`:
 `[kafka]`, `[ab]`) < environment (`KAFKA_*`, `AB_<FIELD>`, e.g. `AB_CODECS`) <
 flags. Lists may be given as comma-separated text (`AB_CODECS=msgspec-json,protobuf`)
 or as JSON/TOML arrays.
@@ -16,7 +16,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from schemas.registry import SchemaSpec
-from service.connection import KafkaConnection, recorded_local_broker
+from service.kafka.connection import KafkaConnection, recorded_local_broker
 
 DEFAULT_CODECS: Final[tuple[str, ...]] = (
     "json+pydantic",
@@ -49,7 +49,7 @@ Gated = Annotated[
     tuple[Literal["cpu_us_per_msg", "e2e_p99_ms", "rss_steady_mb"], ...],
     BeforeValidator(_split),
 ]
-"""The figures `codec-ab --compare` may gate on (`abrunner.decisions.DECIDED`)."""
+"""The figures `codec-ab --compare` may gate on (`abrunner.report.decisions.DECIDED`)."""
 
 _UNITS: Final = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -125,11 +125,11 @@ class AbSettings(BaseModel):
     loadgen_args: list[str] = Field(default_factory=list)
     verify: bool = True
     bench: bool = True
-    # The decision figures (abrunner.decisions, abrunner.compare); None: --rate.
+    # The decision figures (abrunner.report.decisions, abrunner.report.compare); None: --rate.
     target_rate: Annotated[float, Field(gt=0)] | None = None
     max_regression: Annotated[float, Field(ge=0)] = 0.10
     gate_figures: Annotated[Gated, Field(min_length=1)] = ("cpu_us_per_msg",)
-    # `codec-ab staging` (abrunner.staging_cli): two live sides from Prometheus.
+    # `codec-ab staging` (abrunner.staging.cli): two live sides from Prometheus.
     prometheus_url: Annotated[str, Field(pattern=r"^https?://\S+$")] | None = None
     side_a: Annotated[str, Field(min_length=1)] = 'side="A"'
     side_b: Annotated[str, Field(min_length=1)] = 'side="B"'

@@ -14,15 +14,22 @@ from typing import Final, NamedTuple
 import msgspec
 
 from codec import CODEC_NAMES, REAL_CODECS, codec_refusal
+from loadgen.config import LoadgenSettings
 from schemas.errors import ConfigError
 from schemas.registry import SCHEMA_NAMES, user_schema
-from schemas.semantics import Skipped, skipped_checks
-from schemas.synth import make_payloads
+from schemas.user.skipped_checks import Skipped, skipped_checks
+from schemas.user.synthetic import make_payloads
 
 WARMUP_SEED: Final = 1
 MEASURED_SEED: Final = 2
 """The load generator's payload seeds: the warm-up's, and the measured load's (or
 the max-mode backlog's), which the in-process figures use too: same payloads."""
+POOL_SIZE: Final[int] = LoadgenSettings.model_fields["pool_size"].default
+"""The load generator's pool (its `--pool-size` default, which the runner keeps and
+the in-process figures decode)."""
+INPROCESS_REPEATS: Final = 5
+"""In-process samples of 50-100 ms per figure: ~2 s per codec and profile, so the
+six codecs add ~15 s before a run of several minutes."""
 
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
 """What a Kafka topic name may not hold (a spec's `:` and `/`, say)."""
@@ -105,7 +112,7 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
         left_out: codecs asked for that the schema refuses, with why
             (`UserSchema.refusal`): the others run.
         skipped: checks the user's own form makes that a measured codec skips,
-            one "codecs: path: check" line each (`schemas.semantics`).
+            one "codecs: path: check" line each (`schemas.user.skipped_checks`).
 
     Raises:
         ConfigError: a value is out of range; the message names the flag.

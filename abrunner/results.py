@@ -9,7 +9,7 @@ A figure that was not measured is None and left out of report.json; fields added
 since the first reports have defaults, so every report.json written still reads. A
 latency
 quantile whose rank lies above the top histogram bucket is `math.inf` in memory
-(`service.histogram.quantile`); JSON has no infinity, so it is written as null.
+(`service.telemetry.histogram.quantile`); JSON has no infinity, so it is written as null.
 """
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ class Row(msgspec.Struct, kw_only=True):
             in-process figures were taken each of `IN_PROCESS_FIGURES`,
             `cores_at_target`: CPU us/msg x `Report.target_rate` / 1e6, and
             `decode_share`: mean decode over CPU us/msg, per repeat
-            (`abrunner.decode_share`).
+            (`abrunner.report.decode_share`).
     """
 
     runs: int
@@ -291,7 +291,7 @@ class Report(msgspec.Struct, kw_only=True):
         target_rate: the rate (msg/s) the rows' `cores_at_target` figure is
             for (`--target-rate`, default the run's `--rate`).
         ratios: with 3 repeats or more, each codec's figures over the
-            baseline's with a 95 % interval and a verdict (`abrunner.decisions`).
+            baseline's with a 95 % interval and a verdict (`abrunner.report.decisions`).
         staging: set in a staging report (`codec-ab staging`): two live sides
             read from Prometheus instead of local runs.
     """
@@ -338,7 +338,7 @@ class StagingSide(msgspec.Struct, kw_only=True):
 
 class Staging(msgspec.Struct, kw_only=True):
     """What makes a report a staging report: where the figures came from and how
-    the window was cut (`abrunner.staging_report`).
+    the window was cut (`abrunner.staging.report`).
 
     In a staging report the plan's `duration` is the window, `warmup` the slice
     length, `repeat` the number of blocks (the units the intervals are taken on),

@@ -12,6 +12,13 @@
 | `capnp` | pycapnp reader, traversed once, then a lazy view | Cap'n Proto |
 | `avro` | `fastavro.schemaless_reader`, converted to the Struct | Avro binary |
 | `auto` | chosen per message by the `content-type` header | any |
+
+`base` holds the interface and the one place library errors become `DecodeError`;
+`views` the lazy views of the zero-copy readers; one module per codec family stands
+on them (`msgspec_codec`, `pydantic_json`, `protobuf_codec`, `avro_codec`,
+`capnp_codec`, and `flatbuffers/`, a subpackage for its generator, layout and
+verifier); `convert` and `auto` on those; this registry on top. The package may
+import `schemas` only.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from codec.base import (
     as_encode_error,
 )
 from codec.convert import native_to_builtins
-from codec.flatbuffers_gen import generated_modules
+from codec.flatbuffers.accessors import generated_modules
 from codec.msgspec_codec import MsgspecJsonCodec, MsgspecMsgpackCodec
 from codec.protobuf_codec import ProtobufCodec
 from codec.pydantic_json import (
@@ -41,11 +48,11 @@ from codec.pydantic_json import (
     PydanticJsonCodec,
     StdlibJsonPydanticCodec,
 )
+from schemas.derive.avro_schema import avro_schema
+from schemas.derive.capnp_schema import capnp_form
+from schemas.derive.fbs_schema import FbsForm, flatbuffers_form
 from schemas.errors import ConfigError
 from schemas.registry import SCHEMAS, SchemaForms, SchemaName
-from schemas.to_avro import avro_schema
-from schemas.to_capnp import capnp_form
-from schemas.to_flatbuffers import FbsForm, flatbuffers_form
 from schemas.wire_shape import shape_of
 
 __all__ = [
@@ -103,7 +110,7 @@ imports numpy), so its RSS and heap are its own codec's."""
 
 
 def _flatbuffers(s: SchemaForms) -> Codec[Any]:
-    from codec.flatbuffers_codec import FlatbuffersCodec
+    from codec.flatbuffers.codec import FlatbuffersCodec
 
     return FlatbuffersCodec(s.struct, shape_of(s))
 

@@ -1,16 +1,16 @@
 """The Avro codec: fastavro's schemaless binary, one record per message.
 
-The Avro schema is derived from the message's shape (`schemas.to_avro`); there is
+The Avro schema is derived from the message's shape (`schemas.derive.avro_schema`); there is
 no container file and no schema registry framing, so a message is the record's
 bytes alone (what Kafka producers with a fixed, agreed schema send). fastavro reads
 into dicts; the codec converts them into the schema's msgspec Struct, so the
 business logic reads attributes as it does on every other codec and `decode`
 returns a typed, fully read object (an eager format: nothing is left to read later).
 Converting checks what msgspec checks (enum values, bounds, lengths, patterns,
-UUID and Decimal values), so Avro skips what msgspec skips (`schemas.semantics`).
+UUID and Decimal values), so Avro skips what msgspec skips (`schemas.user.skipped_checks`).
 A UUID is written and read as fastavro's `uuid.UUID`; a Decimal as a `Decimal`
 where the schema has the `decimal` logical type, as its text where it has a
-`string` (`schemas.to_avro` says when).
+`string` (`schemas.derive.avro_schema` says when).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import fastavro
 import msgspec
 
 from codec.base import AVRO, MalformedBuffer, as_encode_error, safe_decode
+from schemas.derive.avro_schema import avro_schema, logical_decimal
 from schemas.shape import ListOf, MapOf, MessageShape, Scalar, TypeShape
-from schemas.to_avro import avro_schema, logical_decimal
 
 S = TypeVar("S", bound=msgspec.Struct)
 

@@ -1,6 +1,6 @@
 """The Cap'n Proto codec: pycapnp, the reference C++ reader behind Python objects.
 
-The .capnp form is derived from the shape (`schemas.to_capnp`) and parsed in
+The .capnp form is derived from the shape (`schemas.derive.capnp_schema`) and parsed in
 process by `capnp.load` (pycapnp embeds the schema parser: no compiler binary).
 Messages are the standard unpacked framing (segment table, then segments), read
 zero-copy with `from_segments` after the segment table is checked here.
@@ -32,8 +32,9 @@ import capnp
 import msgspec
 
 from codec.base import CAPNP, MalformedBuffer, as_encode_error, safe_decode
-from codec.flatbuffers_gen import cache_root
-from codec.flatbuffers_plan import micros_reader, to_micros
+from codec.flatbuffers.accessors import cache_root
+from codec.flatbuffers.layout import micros_reader, to_micros
+from schemas.derive.capnp_schema import CapnpForm, capnp_form, capnp_name
 from schemas.errors import ConfigError
 from schemas.shape import (
     Choice,
@@ -44,7 +45,6 @@ from schemas.shape import (
     TypeShape,
     messages,
 )
-from schemas.to_capnp import CapnpForm, capnp_form, capnp_name
 
 S = TypeVar("S", bound=msgspec.Struct)
 

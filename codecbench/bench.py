@@ -47,9 +47,9 @@ from schemas.errors import ConfigError
 from schemas.registry import SCHEMA_NAMES, SCHEMAS, SchemaName
 from schemas.wire_shape import shape_of
 from service import __version__
-from service.fieldread import field_paths, read_named_fields
-from service.handlers import _LOGIC
-from service.reader import read_every_field
+from service.logic.builtin import _LOGIC
+from service.logic.field_reader import read_every_field
+from service.logic.named_fields import field_paths, read_named_fields
 
 Step = Callable[[Any, dict[int, float]], None]
 Progress = Callable[[str], None]

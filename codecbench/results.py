@@ -98,14 +98,14 @@ class CaseResult(msgspec.Struct, frozen=True, kw_only=True):
         decode: the library decoder alone (`codec.decode_unchecked`, what the
             worker's hot loop calls); each object is dropped at once.
         decode_read: decode, then the schema's stub logic reading every field a
-            consumer would (`service.handlers`): the fair figure for protobuf, whose
+            consumer would (`service.logic.builtin`): the fair figure for protobuf, whose
             upb backend parses lazily.
         encode: `codec.encode` of the pool's native objects.
         read_all: decode, then every field read into Python values
-            (`service.reader`): the column that compares like with like across
+            (`service.logic.field_reader`): the column that compares like with like across
             eager and lazy codecs (None in reports written before it existed).
         read_fields: decode, then only the `--read-fields` fields read
-            (`service.fieldread`): what a lazy format can save a narrow consumer.
+            (`service.logic.named_fields`): what a lazy format can save a narrow consumer.
         malloc_held_bytes: C heap (glibc `mallinfo2`, in-use bytes) per decoded
             object while a batch of them is held, measured without tracemalloc:
             where upb's arenas show. It overlaps `decode.alloc` for Python objects

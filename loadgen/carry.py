@@ -26,8 +26,8 @@ from codec import AutoCodec, Codec, get_codec, native_to_builtins
 from loadgen.config import LoadgenSettings
 from loadgen.recording import Record
 from schemas.errors import DecodeError
-from service.headers import CONTENT_TYPE
-from service.shadow_verdict import located
+from service.kafka.headers import CONTENT_TYPE
+from service.shadow.verdict import located
 
 _INT_RANGE: Final = (-(2**63), 2**64)
 """The ints every wire format holds: int64 and uint64 together."""

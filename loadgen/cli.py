@@ -25,8 +25,8 @@ from typing import Any, Final
 from loadgen.config import SYNTH_SIZES, TOOL, LoadgenSettings
 from schemas.errors import ConfigError
 from schemas.registry import SPEC_HELP
-from schemas.synth import SynthOptions
-from service.flags import (
+from schemas.user.synthetic import SynthOptions
+from service.settings.cli_flags import (
     KAFKA_FLAGS,
     Flag,
     add_flags,
@@ -203,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(settings, int):
         return settings
     from schemas.errors import LoadgenError
-    from service.logging import configure_logging
+    from service.telemetry.log_setup import configure_logging
 
     # stdout holds the summary (a table or one JSON object): log lines go to stderr.
     configure_logging(settings.log_level, "console", stream=sys.stderr)

@@ -1,6 +1,6 @@
 """The load generator's settings: `[kafka]` (shared) plus its flat `[loadgen]` table.
 
-Read by `service.settings.load`: defaults < TOML (`--config`: `[kafka]`,
+Read by `service.settings.sources.load`: defaults < TOML (`--config`: `[kafka]`,
 `[loadgen]`) < environment (`KAFKA_*`, `LOADGEN_<FIELD>`, e.g. `LOADGEN_RATE`) <
 flags. Unknown keys are errors at every level (a TOML typo or a stray `LOADGEN_*`
 variable fails loudly), and every error names the setting, the value, where it came
@@ -25,12 +25,12 @@ from pydantic import (
 from codec import REAL_CODECS, CodecName, JsonCodecName, check_form
 from loadgen.payloads import DEFAULT_LARGE_BYTES, entity_field
 from schemas.errors import ConfigError
-from schemas.loader import UserSchema
 from schemas.registry import Schema, SchemaName, SchemaSpec, resolve, user_schema
-from schemas.synth import SynthOptions, make_payloads
-from service.connection import KafkaConnection, refuse_keys
-from service.logging import kafka_logger
-from service.settings import loader
+from schemas.user.loader import UserSchema
+from schemas.user.synthetic import SynthOptions, make_payloads
+from service.kafka.connection import KafkaConnection, refuse_keys
+from service.settings.sources import loader
+from service.telemetry.log_setup import kafka_logger
 
 TOOL: Final = "loadgen"
 

@@ -32,9 +32,9 @@ from loadgen.report import Aggregator, Progress, Summary, Tick
 from loadgen.schedule import build_schedule, plan
 from loadgen.source import Source, synthetic_source
 from schemas.errors import ConfigError, LoadgenError
-from service.handshake import check_access
-from service.logging import cannot_reach, configure_logging
-from service.topics import CONNECT_TIMEOUT_S, TopicAdmin, ensure_topics
+from service.kafka.admin_topics import CONNECT_TIMEOUT_S, TopicAdmin, ensure_topics
+from service.kafka.security_check import check_access
+from service.telemetry.log_setup import cannot_reach, configure_logging
 
 START_DELAY_S: Final = 0.2
 """Producers start this long after the last one is ready, on one shared instant."""

@@ -35,7 +35,7 @@ from prometheus_client import (
 from prometheus_client.core import HistogramMetricFamily, Metric
 
 from loadgen.report import N_BUCKETS, LogHistogram, upper_edge
-from service.histogram import LATENCY_BUCKETS, cumulative_buckets
+from service.telemetry.histogram import LATENCY_BUCKETS, cumulative_buckets
 
 ACK_LATENCY: Final = "loadgen_ack_latency_seconds"
 
@@ -136,7 +136,7 @@ class MetricsServer:
         except OSError as exc:
             # Imported here: the control plane's web server costs ~0.3 s to import,
             # paid only on this error path.
-            from service.control import bind_error
+            from service.telemetry.control_server import bind_error
 
             raise bind_error(exc, host, port, "--metrics-host/--metrics-port") from None
 

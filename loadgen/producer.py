@@ -27,7 +27,7 @@ from loadgen.report import Tick, bucketize
 from loadgen.schedule import Schedule, TableSchedule, build_schedule, plan, shard_count
 from loadgen.sender import Stamps, make_sender
 from loadgen.source import Source, value_bytes_sent
-from service.logging import KafkaErrors
+from service.telemetry.log_setup import KafkaErrors
 
 SLICE_MIN_S: Final = 0.001
 """Shortest sleep between slices: at most 1000 slices a second, each worth a `poll()`."""

@@ -40,9 +40,9 @@ from confluent_kafka import (
 from loadgen.config import LoadgenSettings
 from schemas.errors import ConfigError, LoadgenError, RecordingError
 from service import __version__
-from service.handshake import check_access
-from service.logging import cannot_reach, kafka_logger
-from service.topics import CONNECT_TIMEOUT_S, TopicAdmin, kafka_error_text
+from service.kafka.admin_topics import CONNECT_TIMEOUT_S, TopicAdmin, kafka_error_text
+from service.kafka.security_check import check_access
+from service.telemetry.log_setup import cannot_reach, kafka_logger
 
 MAGIC: Final = b"CLGREC"
 VERSION: Final = 1

@@ -23,7 +23,7 @@ from loadgen.config import LoadgenSettings
 from loadgen.recording import Record, read_recording
 from loadgen.source import Source
 from schemas.errors import ConfigError, RecordingError
-from service.headers import STAMPED
+from service.kafka.headers import STAMPED
 
 
 @contextmanager

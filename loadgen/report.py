@@ -18,7 +18,7 @@ from typing import Any, Final, TextIO
 import msgspec
 import numpy as np
 
-from service.histogram import quantile
+from service.telemetry.histogram import quantile
 
 BUCKETS_PER_DOUBLING: Final = 64
 N_BUCKETS: Final = 28 * BUCKETS_PER_DOUBLING
@@ -71,7 +71,7 @@ class LogHistogram:
             return self.counts.copy(), self.total
 
     def quantile(self, q: float) -> float | None:
-        """The `q` quantile in seconds, as `service.histogram.quantile` computes it.
+        """The `q` quantile in seconds, as `service.telemetry.histogram.quantile` computes it.
 
         Interpolated within its 1.1 % bucket and capped at the observed maximum; a
         rank in the overflow bucket (above ~265 s), which has no upper edge,

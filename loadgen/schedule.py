@@ -5,7 +5,7 @@ pattern asks for by time t (message 0 at t = 0; a run of T seconds sends the
 messages with t_k < T, so each second [s, s+1) holds its rate). Rates are piecewise
 linear (constant, ramp, step, spike), so N is piecewise quadratic and inverts in
 closed form; a paced replay uses its recorded timestamps instead (`TableSchedule`).
-The sent-time header (`service.headers.SENT_NS`) and the Kafka timestamp are t_k on
+The sent-time header (`service.kafka.headers.SENT_NS`) and the Kafka timestamp are t_k on
 the wall clock, whenever the message actually leaves (no coordinated omission).
 """
 

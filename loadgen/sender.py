@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from codec import get_codec
 from loadgen.config import LoadgenSettings
 from loadgen.source import Source
-from service.headers import CONTENT_TYPE, RUN_ID, SENT_NS, SEQ
+from service.kafka.headers import CONTENT_TYPE, RUN_ID, SENT_NS, SEQ
 
 Stamps = Iterable[int] | int
 """Intended send times (ns since the epoch) of a slice: one each, or one for all."""

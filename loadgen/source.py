@@ -16,8 +16,8 @@ import numpy as np
 from codec import get_codec
 from loadgen.config import LoadgenSettings
 from loadgen.payloads import entity_field, make_payloads
-from schemas import synth
 from schemas.registry import Schema
+from schemas.user import synthetic
 
 _ENTITY: Final = {"small": "id", "medium": "order_id", "large": "plan_id"}
 """The field each built-in profile keys its messages by (`key = "entity"`)."""
@@ -67,7 +67,7 @@ def synthetic_source(s: LoadgenSettings) -> Source:
         )
         field = _ENTITY[forms.name]
     else:
-        payloads = synth.make_payloads(
+        payloads = synthetic.make_payloads(
             forms.shape, s.pool_size, seed=s.seed, options=s.synth_options
         )
         field = entity_field(forms.shape) or ""

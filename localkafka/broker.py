@@ -34,7 +34,7 @@ from localkafka.process import (
 )
 from localkafka.topics import admin_client
 from schemas.errors import LocalKafkaError
-from service.children import die_with_parent, free_ports
+from service.lifecycle.child_processes import die_with_parent, free_ports
 
 MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
 """The benchmark's largest payloads (1.5 MB) fit with room to spare."""
@@ -187,7 +187,7 @@ class LocalKafka:
 
     def client_conf(self) -> dict[str, Any]:
         """librdkafka settings of a client (secrets in plain text): for tests."""
-        from service.connection import KafkaConnection
+        from service.kafka.connection import KafkaConnection
 
         kafka = KafkaConnection.model_validate(self.client_settings)
         return kafka.librdkafka(plaintext_secrets=True)

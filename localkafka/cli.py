@@ -46,8 +46,8 @@ from localkafka.topics import (
 )
 from schemas.errors import ConfigError, LocalKafkaError
 from service import __version__
-from service.connection import DEFAULT_BOOTSTRAP, KafkaConnection
-from service.handshake import check_access
+from service.kafka.connection import DEFAULT_BOOTSTRAP, KafkaConnection
+from service.kafka.security_check import check_access
 
 PROG: Final = "codec-kafka"
 BOOTSTRAP_ENV: Final = "KAFKA_BOOTSTRAP_SERVERS"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Final
 
 from schemas.errors import LocalKafkaError
-from service.children import pid_alive
+from service.lifecycle.child_processes import pid_alive
 
 _TCP_TABLES: Final = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 _TCP_LISTEN: Final = "0A"

@@ -1,6 +1,6 @@
 """Writing the state file through which other commands find the CLI's broker.
 
-The format and the reader live in `service.broker_state`, which every tool uses.
+The format and the reader live in `service.kafka.broker_record`, which every tool uses.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from service.broker_state import (
+from service.kafka.broker_record import (
     DEFAULT_DATA_DIR,
     STATE_FILE,
     BrokerState,

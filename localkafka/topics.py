@@ -1,6 +1,6 @@
 """Topic administration for `codec-kafka topics` and the tests, on any cluster.
 
-Built on `service.topics.TopicAdmin`; this module adds what a local command wants:
+Built on `service.kafka.admin_topics.TopicAdmin`; this module adds what a local command wants:
 a fail-fast probe, quiet or silent librdkafka logging, replication 1 (one broker)
 and a partition count that must match an existing topic's.
 """
@@ -21,11 +21,11 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, not
 from pydantic import BaseModel, Field
 
 from schemas.errors import LocalKafkaError
-from service import topics
-from service.broker_state import recorded_client_settings
-from service.connection import KafkaConnection
-from service.settings import load
-from service.topics import kafka_error_text
+from service.kafka import admin_topics as topics
+from service.kafka.admin_topics import kafka_error_text
+from service.kafka.broker_record import recorded_client_settings
+from service.kafka.connection import KafkaConnection
+from service.settings.sources import load
 
 __all__ = [
     "CONNECT_TIMEOUT_S",

@@ -3,17 +3,17 @@
 The base every other package stands on (`schemas` <- `codec` <- `service`, `loadgen`
 <- `abrunner`); it imports none of them.
 
-| module | holds |
+| part | holds |
 | --- | --- |
-| `messages.proto`, `pb/` | the built-in schemas' source of truth and its generated module (`make proto`) |
-| `models`, `pydantic_models` | the built-ins' msgspec Structs and pydantic models, kept in step by tests |
-| `registry` | `SCHEMAS`: every built-in schema's forms, and `resolve_schema` for a user's |
-| `loader` | a user's schema (`MODULE:NAME` or `FILE.proto:Message`) as a `UserSchema` |
-| `shape` | the format-neutral shape model every derivation goes through |
-| `from_pydantic`, `from_msgspec`, `from_proto`, `proto_parse`, `proto_tokens`, `annotations` | reading a schema into a shape |
-| `to_msgspec`, `to_pydantic`, `to_proto` | deriving each form from a shape |
-| `compare`, `synth` | field-by-field comparison of decoded objects; seeded synthetic payloads |
 | `errors` | the project's one exception tree |
+| `shape` | the format-neutral shape model every derivation goes through |
+| `compare` | field-by-field comparison of decoded objects |
+| `prototext` | `.proto` text parsed without protoc |
+| `builtin` | the built-in schemas: `messages.proto`, its generated module, Structs and models |
+| `derive` | every form derived from a shape: msgspec, pydantic, protobuf, Avro, FlatBuffers, Cap'n Proto |
+| `user` | a team's schema (`MODULE:NAME` or `FILE.proto:Message`) read into a shape, synthetic payloads |
+| `registry`, `wire_shape` | `SCHEMAS` and `resolve_schema`; the shape of any schema the codecs take |
 
+Each part may import only those above it in this table.
 This module imports nothing, so `schemas.errors` is cheap to reach from any tool.
 """

@@ -8,7 +8,7 @@
 
 Beside those keys, every tool's schema setting takes a user's spec, `MODULE:NAME`
 (a pydantic v2 model or msgspec Struct) or `FILE.proto:Message`
-(`schemas.loader.load_schema`). A `SchemaSpec` setting loads it while the
+(`schemas.user.loader.load_schema`). A `SchemaSpec` setting loads it while the
 settings are validated, so a bad spec is a configuration error before Kafka is
 touched; `resolve` then returns the same loaded schema for the rest of the process.
 """
@@ -22,10 +22,10 @@ import msgspec
 from google.protobuf.message import Message
 from pydantic import AfterValidator, BaseModel
 
-from schemas import models, pydantic_models
+from schemas.builtin import pydantic_forms, structs
+from schemas.builtin.pb import messages_pb2
 from schemas.errors import ConfigError
-from schemas.loader import UserSchema, load_schema
-from schemas.pb import messages_pb2
+from schemas.user.loader import UserSchema, load_schema
 
 SchemaName = Literal["small", "medium", "large"]
 SCHEMA_NAMES: Final[tuple[SchemaName, ...]] = get_args(SchemaName)
@@ -33,7 +33,7 @@ SCHEMA_NAMES: Final[tuple[SchemaName, ...]] = get_args(SchemaName)
 
 class SchemaForms(Protocol):
     """What a codec needs of a schema: a built-in `Schema` or a user's
-    (`schemas.loader.UserSchema`)."""
+    (`schemas.user.loader.UserSchema`)."""
 
     @property
     def name(self) -> str: ...
@@ -57,16 +57,16 @@ class Schema:
 
 SCHEMAS: Final[dict[SchemaName, Schema]] = {
     "small": Schema(
-        "small", models.Payload, pydantic_models.Payload, messages_pb2.Payload
+        "small", structs.Payload, pydantic_forms.Payload, messages_pb2.Payload
     ),
     "medium": Schema(
         "medium",
-        models.OrderEvent,
-        pydantic_models.OrderEvent,
+        structs.OrderEvent,
+        pydantic_forms.OrderEvent,
         messages_pb2.OrderEvent,
     ),
     "large": Schema(
-        "large", models.RoutePlan, pydantic_models.RoutePlan, messages_pb2.RoutePlan
+        "large", structs.RoutePlan, pydantic_forms.RoutePlan, messages_pb2.RoutePlan
     ),
 }
 

@@ -10,8 +10,8 @@ from typing import Protocol
 
 import msgspec
 
-from schemas.from_msgspec import read_struct
 from schemas.shape import FieldShape, MessageShape
+from schemas.user.msgspec_reader import read_struct
 
 _READ: dict[type, MessageShape] = {}
 """Shapes read from Structs, by Struct: each is read once per process."""

@@ -19,9 +19,9 @@ from codec import Codec, codec_refusal
 from codec.base import JSON
 from schemas.compare import diff, read_native
 from schemas.errors import ConfigError
-from schemas.loader import UserSchema
-from schemas.semantics import Skipped, skipped_checks
-from schemas.synth import SynthOptions, make_payloads
+from schemas.user.loader import UserSchema
+from schemas.user.skipped_checks import Skipped, skipped_checks
+from schemas.user.synthetic import SynthOptions, make_payloads
 from schematool.codecs import REFUSABLE, WIRE_CODECS, user_codec
 
 _REFERENCE: Final = {

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from typing import Final
 
 from schemas.errors import ConfigError
-from schemas.loader import UserSchema, load_schema
-from schemas.synth import SynthOptions
+from schemas.user.loader import UserSchema, load_schema
+from schemas.user.synthetic import SynthOptions
 from schematool.check import render, run_check
 from schematool.codecs import WIRE_CODECS
 from schematool.protosource import proto_source

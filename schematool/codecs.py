@@ -6,7 +6,7 @@ from typing import Any, Final
 
 from codec import REAL_CODECS, Codec, get_codec
 from schemas.errors import ConfigError
-from schemas.loader import UserSchema
+from schemas.user.loader import UserSchema
 
 WIRE_CODECS: Final[tuple[str, ...]] = tuple(REAL_CODECS)
 """Every codec with one wire format, in the registry's order."""

@@ -1,6 +1,6 @@
 """Derived msgspec Structs and pydantic models as Python source a user can commit.
 
-The text defines the same classes `schemas.loader` builds at run time, with the
+The text defines the same classes `schemas.user.loader` builds at run time, with the
 same options and annotations (a unit test executes it and compares), nested classes
 first so that no annotation is a forward reference.
 """
@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
-from schemas.loader import UserSchema
+from schemas.derive.msgspec_structs import msgspec_bounds
 from schemas.shape import (
     Choice,
     FieldShape,
@@ -27,7 +27,7 @@ from schemas.shape import (
     TypeShape,
     messages,
 )
-from schemas.to_msgspec import msgspec_bounds
+from schemas.user.loader import UserSchema
 
 Flavor = Literal["msgspec", "pydantic"]
 

@@ -7,8 +7,6 @@ from typing import Any, Final
 import msgspec
 from pydantic import BaseModel, Strict
 
-from schemas.loader import UserSchema
-from schemas.semantics import skipped_checks
 from schemas.shape import (
     Choice,
     FieldShape,
@@ -20,6 +18,8 @@ from schemas.shape import (
     describe,
     messages,
 )
+from schemas.user.loader import UserSchema
+from schemas.user.skipped_checks import skipped_checks
 from schematool.protosource import field_declaration, find_message
 from schematool.wireforms import WIRE_FORMS, form_status
 

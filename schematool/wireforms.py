@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
+from schemas.derive.avro_schema import avro_text
+from schemas.derive.capnp_schema import capnp_form
+from schemas.derive.fbs_schema import flatbuffers_form
 from schemas.errors import ConfigError
 from schemas.shape import MessageShape
-from schemas.to_avro import avro_text
-from schemas.to_capnp import capnp_form
-from schemas.to_flatbuffers import flatbuffers_form
 
 WIRE_FORMS: Final[dict[str, Callable[[MessageShape], str]]] = {
     "flatbuffers": lambda shape: flatbuffers_form(shape).text,

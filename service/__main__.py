@@ -1,5 +1,5 @@
 """`python -m service`: the codec worker."""
 
-from service.entry import main
+from service.console import main
 
 raise SystemExit(main())

@@ -2,11 +2,11 @@
 
 Shutdown (SIGTERM or the first SIGINT): the loop finishes its batch, stores its
 offsets, and `close()` commits them and leaves the group, all within one budget
-(`shutdown_timeout_s` from the signal, `service.shutdown`; a batch whose writes a
+(`shutdown_timeout_s` from the signal, `service.loop.shutdown_budget`; a batch whose writes a
 stalled broker does not acknowledge is left unstored); exit status 0. A second
 SIGINT exits at once. Poison, a
 missing DLQ topic or a stalled broker never stop the worker: a batch whose writes
-are not confirmed is rewound, paused and retried (`service.hold`). A fatal consumer
+are not confirmed is rewound, paused and retried (`service.delivery.held_partitions`). A fatal consumer
 error in place of a message stops the loop without storing that batch; a fatal
 client error (`error_cb`) stops it after the current batch. Either way the exit
 status is 1, so a supervisor restarts the worker.
@@ -16,7 +16,7 @@ input, dead-letter and output topics are checked (or created, `--create-topics`)
 A port in use or a missing topic is a configuration error (exit status 2); a
 cluster that does not answer is reported after `CONNECT_TIMEOUT_S` and every
 `REMIND_S` after that while the worker keeps trying; one that refuses this client's
-credentials, certificates or protocol ends it (`service.handshake`, exit status 1).
+credentials, certificates or protocol ends it (`service.kafka.security_check`, exit status 1).
 """
 
 from __future__ import annotations
@@ -35,23 +35,24 @@ from prometheus_client import CollectorRegistry
 
 from codec.protobuf_codec import protobuf_backend
 from schemas.errors import ConfigError, DeliveryError, FatalError
-from service import __version__, signals
-from service.config import Settings
-from service.consumer import BatchLoop
-from service.control import ControlPlane
-from service.delivery import ConfirmedProducer, writer_config
-from service.handlers import Handler
-from service.handshake import check_access
-from service.lag import LagGauges
-from service.logging import KafkaErrors, kafka_logger
-from service.metrics import Metrics
-from service.poison import PoisonHandler
-from service.shadow import Shadow, shadow_for
-from service.shutdown import Shutdown
-from service.starts import start_uncommitted
-from service.summary import Summary
-from service.topics import TopicAdmin, Topics, await_topics
-from service.types import KafkaProducer, WorkerConsumer
+from service import __version__
+from service.delivery.dead_letters import PoisonHandler
+from service.delivery.gated_writes import ConfirmedProducer, writer_config
+from service.kafka.admin_topics import TopicAdmin, Topics, await_topics
+from service.kafka.protocols import KafkaProducer, WorkerConsumer
+from service.kafka.security_check import check_access
+from service.lifecycle import signals
+from service.logic.builtin import Handler
+from service.loop.batch_loop import BatchLoop
+from service.loop.partition_starts import start_uncommitted
+from service.loop.shutdown_budget import Shutdown
+from service.settings.worker import Settings
+from service.shadow.sampler import Shadow, shadow_for
+from service.telemetry.consumer_lag import LagGauges
+from service.telemetry.control_server import ControlPlane
+from service.telemetry.log_setup import KafkaErrors, kafka_logger
+from service.telemetry.metrics import Metrics
+from service.telemetry.summary_line import Summary
 
 log = structlog.get_logger(__name__)
 
@@ -72,7 +73,7 @@ ProducerFactory: TypeAlias = Callable[[dict[str, Any]], KafkaProducer]
 """Builds the dead-letter and output producer (`confluent_kafka.Producer`)."""
 
 AdminFactory: TypeAlias = Callable[[dict[str, Any]], Topics]
-"""Builds the start-up topic check's admin client (`service.topics.TopicAdmin`)."""
+"""Builds the start-up topic check's admin client (`service.kafka.admin_topics.TopicAdmin`)."""
 
 
 class Worker:
@@ -194,7 +195,7 @@ class Worker:
 
     def install_signal_handlers(self) -> None:
         """SIGTERM and a first SIGINT stop gracefully; a second SIGINT exits now
-        (`service.signals.install`)."""
+        (`service.lifecycle.signals.install`)."""
         signals.install(self.stop, self._stop.is_set)
 
     # -- construction ---------------------------------------------------------------------
@@ -298,7 +299,7 @@ class Worker:
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         c = self.settings.consumer
-        if c.auto_offset_reset == "latest":  # see service.starts
+        if c.auto_offset_reset == "latest":  # see service.loop.partition_starts
             coop = "cooperative" in str(self.settings.kafka.extra.get(_ASSIGNOR, ""))
             start_uncommitted(
                 consumer, c.topic, partitions, self._subscribed_ms, cooperative=coop
@@ -388,7 +389,7 @@ class Worker:
 
     @property
     def close_timed_out(self) -> bool:
-        """Whether `close()` ran out of the shutdown budget (`service.shutdown`)."""
+        """Whether `close()` ran out of the shutdown budget (`service.loop.shutdown_budget`)."""
         return self._shutdown.close_timed_out
 
     def _close_consumer(self) -> None:

@@ -19,16 +19,16 @@ from typing import Final
 from codec import CODEC_NAMES
 from schemas.errors import ConfigError
 from schemas.registry import SPEC_HELP
-from service import signals
-from service.children import die_with_parent
-from service.config import TOOL, Settings
-from service.flags import (
+from service.lifecycle import signals
+from service.lifecycle.child_processes import die_with_parent
+from service.settings.cli_flags import (
     KAFKA_FLAGS,
     Flag,
     add_flags,
     command_parser,
     settings_or_status,
 )
+from service.settings.worker import TOOL, Settings
 
 _FLAGS: Final = (
     *KAFKA_FLAGS,
@@ -222,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(settings: Settings) -> int:
     from service.app import Worker
-    from service.logging import configure_logging
+    from service.telemetry.log_setup import configure_logging
 
     configure_logging(
         settings.logging.level,

@@ -11,7 +11,7 @@ from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, TopicPar
 
 @dataclass
 class FakeMessage:
-    """A consumed record (implements `service.types.KafkaMessage`)."""
+    """A consumed record (implements `service.kafka.protocols.KafkaMessage`)."""
 
     _value: bytes | None
     _partition: int = 0

@@ -1,6 +1,6 @@
 """Helpers for tests against a real broker: produce, consume, run a worker process.
 
-The worker process is `abrunner.process.WorkerProcess`, the A/B runner's own.
+The worker process is `abrunner.lab.processes.WorkerProcess`, the A/B runner's own.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer
 
-from abrunner import process
+from abrunner.lab import processes
 
 Record = dict[str, Any]
 
@@ -106,7 +106,7 @@ def free_port_run(count: int, host: str = "127.0.0.1") -> int:
     raise RuntimeError(f"no {count} consecutive free ports below {ephemeral}")
 
 
-class WorkerProcess(process.WorkerProcess):
+class WorkerProcess(processes.WorkerProcess):
     """`abrunner`'s worker process, tuned for tests: every message timed, 20 ms batches.
 
     `--batch-timeout-ms 20` keeps a test's few messages from waiting for a full

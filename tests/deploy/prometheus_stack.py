@@ -35,7 +35,7 @@ import yaml
 from confluent_kafka import KafkaException, Producer
 
 from localkafka import create_topic, delete_topic
-from service.children import free_ports
+from service.lifecycle.child_processes import free_ports
 from tests.deploy.support import (
     LABEL_VALUES,
     PROMETHEUS_CONFIG,

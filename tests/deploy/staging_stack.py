@@ -26,7 +26,7 @@ import yaml
 from confluent_kafka import KafkaException
 
 from localkafka import create_topic, delete_topic
-from service.children import free_ports
+from service.lifecycle.child_processes import free_ports
 from tests.deploy.prometheus_stack import (
     INTERVAL,
     _base_env,

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
-from service.metrics import Metrics
+from service.telemetry.metrics import Metrics
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 COMPOSE_FILE: Final = ROOT / "docker-compose.yml"
@@ -200,7 +200,7 @@ def worker_metric_names() -> set[str]:
 
 
 # -- the settings' environment scheme: every env-name check goes through here -----------
-# The variable names come from the settings system itself (`service.settings.env_name`
+# The variable names come from the settings system itself (`service.settings.sources.env_name`
 # over every field of an app's settings), imported lazily: a scheme change touches only
 # this section, and only the env checks if it breaks.
 
@@ -211,8 +211,8 @@ SettingsApp = Literal["worker", "loadgen"]
 def settings_env_names(app: SettingsApp) -> set[str]:
     """Every environment variable that names a setting of `app`."""
     from loadgen.config import LoadgenSettings
-    from service.config import Settings
-    from service.settings import env_name, field_paths
+    from service.settings.sources import env_name, field_paths
+    from service.settings.worker import Settings
 
     model = Settings if app == "worker" else LoadgenSettings
     return {env_name(app, path) for path in field_paths(model)}
@@ -238,7 +238,7 @@ def check_settings_env(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     if app == "worker":
-        from service.config import load_settings as load_worker
+        from service.settings.worker import load_settings as load_worker
 
         load_worker(environ=os.environ)
     else:

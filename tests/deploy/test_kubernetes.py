@@ -234,7 +234,7 @@ def test_grace_period_covers_the_shutdown_budget(directory: str) -> None:
     """Each worker's grace period exceeds its shutdown budget (`shutdown_timeout_s`,
     from its env or the default) by at least 10 s: a SIGTERM with the broker
     stalled ends within the budget plus about a second (fault scenario R1)."""
-    from service.config import ProcessingSettings
+    from service.settings.worker import ProcessingSettings
 
     manifests = _built(directory)
     configmaps = {

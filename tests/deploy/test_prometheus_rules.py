@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from abrunner.staging import EXPRESSIONS, HISTOGRAMS
+from abrunner.staging.slices import EXPRESSIONS, HISTOGRAMS
 from tests.deploy.support import (
     PROMETHEUS_CONFIG,
     PROMETHEUS_DIR,

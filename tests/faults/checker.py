@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Final
 
-from service.headers import DLQ_PREFIX
+from service.kafka.headers import DLQ_PREFIX
 from tests.faults.checker_order import check_commits, check_order, resume_times
 from tests.faults.model import (
     CommitSample,

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Self
 
-from abrunner import measure
+from abrunner.lab import worker_probe
 from localkafka import LocalKafka, create_topic, delete_topic
-from service.children import die_with_parent, free_port
+from service.lifecycle.child_processes import die_with_parent, free_port
 from tests.faults.model import Verdict
 from tests.faults.observe import RewindWatch
 from tests.support import WorkerProcess
@@ -187,10 +187,10 @@ class FaultWorker(WorkerProcess):
         )
         return self
 
-    def scrape(self) -> measure.Metrics | None:
+    def scrape(self) -> worker_probe.Metrics | None:
         """The worker's /metrics now (None if it does not answer)."""
         try:
-            return measure.scrape(self.port, self.host, timeout=2)
+            return worker_probe.scrape(self.port, self.host, timeout=2)
         except OSError:
             return None
 

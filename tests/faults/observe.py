@@ -21,8 +21,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from abrunner import measure
-from service.headers import SEQ
+from abrunner.lab import worker_probe
+from service.kafka.headers import SEQ
 from tests.faults.model import CommitSample, Event, Written
 from tests.faults.producer import quiet
 
@@ -221,7 +221,7 @@ class RewindWatch:
     _calm_ms: int | None = None
     _since_ms: int | None = None
 
-    def observe(self, scraped: measure.Metrics, at_ms: int) -> int:
+    def observe(self, scraped: worker_probe.Metrics, at_ms: int) -> int:
         """Take one scrape made at `at_ms`; return the failures new since the last."""
         failures = int(scraped.total("worker_delivery_failures_total"))
         degraded = scraped.total("worker_degraded") > 0

@@ -24,7 +24,7 @@ from confluent_kafka import Producer
 from codec import CodecName, get_codec
 from loadgen.payloads import make_payloads
 from schemas.registry import SchemaName
-from service.headers import CONTENT_TYPE, RUN_ID, SENT_NS, SEQ
+from service.kafka.headers import CONTENT_TYPE, RUN_ID, SENT_NS, SEQ
 from tests.faults.model import Expected, Header, Sent
 
 MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024

@@ -7,7 +7,7 @@ import time
 import uuid
 from typing import Final
 
-from abrunner import measure
+from abrunner.lab import worker_probe
 from tests.faults.harness import Env, FaultWorker, Outcome, wait_until
 from tests.faults.observe import worker_lines
 from tests.faults.run import Run
@@ -178,12 +178,12 @@ def s4_overload(env: Env) -> Outcome:
         assert worker.proc is not None
         pid = worker.proc.pid
         time.sleep(2)
-        base = measure.rss_bytes(pid)
+        base = worker_probe.rss_bytes(pid)
         run.produce(rate=4000, count=4000 * seconds)
         rss, lags = [], []
         end = time.monotonic() + seconds
         while time.monotonic() < end and worker.alive():
-            rss.append(measure.rss_bytes(pid))
+            rss.append(worker_probe.rss_bytes(pid))
             lags.append(_lag(worker))
             time.sleep(0.5)
         run.stop(worker)

@@ -15,8 +15,8 @@ import time
 from collections.abc import Sequence
 from typing import Final, Self
 
-from abrunner import measure
-from service.children import free_ports
+from abrunner.lab import worker_probe
+from service.lifecycle.child_processes import free_ports
 from tests.faults.harness import Env, FaultBroker, Outcome
 from tests.faults.observe import worker_lines
 from tests.faults.run import Run
@@ -129,7 +129,7 @@ def _in_namespace(env: Env, outcome: Outcome, fault: str, seconds: int) -> Outco
             prefix=Netns.prefix, host=NS_IP, bootstrap=f"{HOST_IP}:{ns_port}"
         )
         assert worker.proc is not None
-        base = measure.rss_bytes(worker.proc.pid)
+        base = worker_probe.rss_bytes(worker.proc.pid)
         run.produce(rate=RATE, count=RATE * seconds)
         worker.wait_for(3 * RATE, timeout=60)
         start = time.monotonic()
@@ -141,7 +141,7 @@ def _in_namespace(env: Env, outcome: Outcome, fault: str, seconds: int) -> Outco
         else:
             net.degrade(NETEM)
             time.sleep(seconds - 15)
-            peak = measure.rss_bytes(worker.proc.pid)
+            peak = worker_probe.rss_bytes(worker.proc.pid)
             p99 = worker.scrape()
             net.clear()
             outcome.figures["rss_growth_mb"] = round((peak - base) / _MB, 1)

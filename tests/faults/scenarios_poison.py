@@ -10,7 +10,7 @@ from typing import Any, Final
 
 from codec import CodecName, get_codec
 from loadgen.payloads import make_payloads
-from service.headers import DLQ_PREFIX
+from service.kafka.headers import DLQ_PREFIX
 from tests.faults.checker import VALUE_DROPPED
 from tests.faults.harness import Env, FaultWorker, Outcome
 from tests.faults.poison import MARKER, Case, cases, interleaved, random_bytes

@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Final
 
-from abrunner import measure
+from abrunner.lab import worker_probe
 from codec import CODEC_NAMES, CodecName
 from localkafka import LocalKafka
 from localkafka.security import make_material
@@ -310,7 +310,7 @@ def sec4_metrics_exposure(env: Env) -> Outcome:
         run.wait_drained(45)
         text = _metrics_text(worker)
         run.finish()
-        samples = measure.parse(text).samples
+        samples = worker_probe.parse(text).samples
         bad = sorted(
             {
                 f"{s.name}{{{key}={value!r}}}"

@@ -2,7 +2,7 @@
 
 For a codec and a payload, the two paths the service decodes by must hold:
 
-1. The hot loop's (`service.consumer`): `decode_unchecked(data)` returns, or raises
+1. The hot loop's (`service.loop.batch_loop`): `decode_unchecked(data)` returns, or raises
    an `Exception` that `as_decode_error(codec, exc)` turns into a `DecodeError`
    without raising itself. The loop re-raises `MemoryError` (the worker stops), so
    a payload that raises it is a finding: a restarted worker reads it again.

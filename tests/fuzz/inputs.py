@@ -23,9 +23,9 @@ from typing import Any, Final, NamedTuple
 from codec import CODEC_NAMES, Codec, CodecName, get_codec
 from codec.base import AVRO, CAPNP, FLATBUFFERS, JSON, MSGPACK, PROTOBUF
 from loadgen.payloads import make_payloads as builtin_payloads
-from schemas.loader import UserSchema
 from schemas.registry import SCHEMA_NAMES, SCHEMAS, SchemaForms, resolve
-from schemas.synth import make_payloads as user_payloads
+from schemas.user.loader import UserSchema
+from schemas.user.synthetic import make_payloads as user_payloads
 from tests.fuzz.wire_hostile import wire_hostile
 
 USER_SCHEMAS: Final[dict[str, str]] = {

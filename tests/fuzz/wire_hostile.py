@@ -62,8 +62,8 @@ def _shared_tables() -> bytes:
     at one stop: k*k tables reachable from ~8k bytes (the verifier's budget)."""
     import flatbuffers
 
+    from schemas.derive.fbs_schema import flatbuffers_form
     from schemas.registry import SCHEMAS
-    from schemas.to_flatbuffers import flatbuffers_form
     from schemas.wire_shape import shape_of
 
     form = flatbuffers_form(shape_of(SCHEMAS["large"]))

@@ -31,7 +31,7 @@ from localkafka import (
     new_cluster_id,
     wait_until_ready,
 )
-from service.children import free_port
+from service.lifecycle.child_processes import free_port
 
 _HERE = Path(__file__).resolve().parent
 

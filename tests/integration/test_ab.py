@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from abrunner.cli import INTERRUPTED, main
-from abrunner.report import read
+from abrunner.report.tables import read
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

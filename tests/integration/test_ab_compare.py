@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from abrunner.cli import main
-from abrunner.decisions import CORES
-from abrunner.report import read
+from abrunner.report.decisions import CORES
+from abrunner.report.tables import read
 
 MAX_REGRESSION = "0.5"
 """`--work-us=100` adds 100 us of busy CPU to a message that costs tens of us at

@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from codec import get_codec
-from service.headers import SEQ
+from service.kafka.headers import SEQ
 from tests.support import Record, WorkerProcess, produce
 
 COUNT = 6000

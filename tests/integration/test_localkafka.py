@@ -35,7 +35,7 @@ from localkafka.cli import FALLBACK_BOOTSTRAP, main, resolve_bootstrap
 from localkafka.process import port_open, stop_process_group
 from schemas.errors import LocalKafkaError
 from service import __version__
-from service.children import free_port, pid_alive
+from service.lifecycle.child_processes import free_port, pid_alive
 
 REPO = Path(__file__).resolve().parents[2]
 QUIET = {"log.connection.close": False}

@@ -24,7 +24,7 @@ from typing import Final
 import pytest
 
 from localkafka.process import port_open
-from service.broker_state import DEFAULT_DATA_DIR, read_state
+from service.kafka.broker_record import DEFAULT_DATA_DIR, read_state
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

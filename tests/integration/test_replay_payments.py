@@ -20,7 +20,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 
 from abrunner.cli import main
-from abrunner.report import read
+from abrunner.report.tables import read
 from loadgen.recording import read_recording
 from tests.fixtures.usermodels.payments import (
     CardDetails,

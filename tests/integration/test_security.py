@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 import abrunner.cli
-from abrunner.report import read
+from abrunner.report.tables import read
 from localkafka import LocalKafka
-from service.connection import KafkaConnection
+from service.kafka.connection import KafkaConnection
 from tests.support import WorkerProcess, consume_all, produce
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 
-from abrunner import measure
+from abrunner.lab import worker_probe
 from localkafka import delete_topic
 from tests.support import Record, WorkerProcess, consume_all, produce
 
@@ -47,7 +47,7 @@ def shadow_outcomes(w: WorkerProcess, total: int) -> dict[str, float]:
     found: dict[str, float] = {}
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError):  # /metrics not answering yet
-            scraped = measure.scrape(w.port, timeout=2)
+            scraped = worker_probe.scrape(w.port, timeout=2)
             found = {
                 o: scraped.total("worker_shadow_total", **PAIR, outcome=o)
                 for o in OUTCOMES

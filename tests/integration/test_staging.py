@@ -29,8 +29,8 @@ from typing import Any, Final
 import pytest
 
 from abrunner import cli
-from abrunner.measure import cpu_seconds, scrape
-from service.children import free_ports
+from abrunner.lab.worker_probe import cpu_seconds, scrape
+from service.lifecycle.child_processes import free_ports
 from tests.deploy.staging_stack import RATE, Stack, running
 from tests.deploy.support import GRAFANA_DIR, panel_queries
 

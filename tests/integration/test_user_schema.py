@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from abrunner.report import read
+from abrunner.report.tables import read
 from codec import AutoCodec, get_codec
 from loadgen.cli import main as loadgen_main
 from schemas.compare import read_native
-from schemas.loader import UserSchema
 from schemas.registry import resolve
-from service.headers import CONTENT_TYPE
+from schemas.user.loader import UserSchema
+from service.kafka.headers import CONTENT_TYPE
 from tests.support import WorkerProcess, consume_all
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"

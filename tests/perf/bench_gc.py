@@ -39,10 +39,10 @@ from codec import REAL_CODECS, get_codec
 from loadgen.config import LoadgenSettings
 from loadgen.generator import run
 from localkafka import LocalKafka, create_topic, delete_topic
-from service.consumer import BatchLoop
-from service.handlers import Handler
-from service.metrics import Metrics
-from service.poison import PoisonHandler
+from service.delivery.dead_letters import PoisonHandler
+from service.logic.builtin import Handler
+from service.loop.batch_loop import BatchLoop
+from service.telemetry.metrics import Metrics
 
 POLICIES = ("default", "freeze", "threshold", "between")
 

@@ -60,8 +60,8 @@ def _contenders(codec_name: str, count: int) -> dict[str, Callable[[], None]]:
 
     from codec import get_codec
     from loadgen.payloads import make_payloads
-    from service.headers import CONTENT_TYPE, RUN_ID, SENT_NS, SEQ
-    from service.hotpath import Tally
+    from service.kafka.headers import CONTENT_TYPE, RUN_ID, SENT_NS, SEQ
+    from service.loop.hotpath import Tally
     from tests.perf.bench_support import in_process_loop
 
     codec = get_codec(codec_name, "medium")  # type: ignore[arg-type]

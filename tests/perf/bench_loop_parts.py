@@ -88,8 +88,8 @@ def _worker_consumer(bootstrap: str) -> Any:
     """A consumer with the worker's librdkafka settings and callbacks."""
     from confluent_kafka import Consumer
 
-    from service.config import Settings
-    from service.logging import kafka_logger
+    from service.settings.worker import Settings
+    from service.telemetry.log_setup import kafka_logger
 
     group = f"bench-part-{uuid.uuid4().hex[:8]}"
     settings = Settings.model_validate(

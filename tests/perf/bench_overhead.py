@@ -45,9 +45,9 @@ from confluent_kafka import Consumer
 
 from codec import get_codec
 from localkafka import LocalKafka
-from service.consumer import DECODE_SAMPLE_EVERY
-from service.headers import SENT_NS
-from service.hotpath import Tally
+from service.kafka.headers import SENT_NS
+from service.loop.batch_loop import DECODE_SAMPLE_EVERY
+from service.loop.hotpath import Tally
 from tests.perf.bench_support import (
     LATENCY_SAMPLE_EVERY,
     fill_topic,

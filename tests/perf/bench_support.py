@@ -24,13 +24,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from codec import get_codec
 from localkafka import LocalKafka, create_topic, delete_topic
-from service.children import die_with_parent, free_port
-from service.config import MetricsSettings, ProcessingSettings
-from service.consumer import BatchLoop
-from service.headers import SENT_NS
-from service.histogram import LATENCY_BUCKETS, quantile
-from service.metrics import Metrics
-from service.poison import PoisonHandler
+from service.delivery.dead_letters import PoisonHandler
+from service.kafka.headers import SENT_NS
+from service.lifecycle.child_processes import die_with_parent, free_port
+from service.loop.batch_loop import BatchLoop
+from service.settings.worker import MetricsSettings, ProcessingSettings
+from service.telemetry.histogram import LATENCY_BUCKETS, quantile
+from service.telemetry.metrics import Metrics
 
 PROFILE: Final = "medium"
 _TICKS: Final = os.sysconf("SC_CLK_TCK")

@@ -69,7 +69,7 @@ window only (one or two ~2 ms scrapes inside it). The bare loop, after decoding 
 batch, takes one `time_ns()`, then for every K-th message of the stream reads
 `m.headers()`, compares with `x-sent-ns` (stamped first) and appends `now -
 int(value)` to an `array('q')`; at the end it buckets them as the worker does, and
-both are read with `service.histogram.quantile` (the bare loop's exact quantiles are
+both are read with `service.telemetry.histogram.quantile` (the bare loop's exact quantiles are
 in `--json`). Converting a consumed message's headers costs 1.8-4.5 us, so reading
 every stamp costs either loop ~10 % of a core at 40k msg/s: a comparison where only
 one of them does it says nothing. Targets, worker / bare: CPU <= 1.10x, p50, p99 <=

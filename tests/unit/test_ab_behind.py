@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from abrunner.figures import fell_behind, figures, window_rate
+from abrunner.lab.case_figures import fell_behind, figures, window_rate
 from abrunner.plan import Case, Profile
 from tests.unit.test_ab_measure import snapshot
 

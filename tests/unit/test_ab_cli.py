@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from abrunner import cli, inprocess, runner
+from abrunner import cli
 from abrunner.config import AbSettings
+from abrunner.lab import inprocess_bench, runner
 from abrunner.plan import Case, Plan, Profile
-from abrunner.report import markdown_table, read, tables
+from abrunner.report.tables import markdown_table, read, tables
 from abrunner.results import CaseResult
 from schemas.errors import RunnerError
-from service.connection import KafkaConnection
+from service.kafka.connection import KafkaConnection
 from tests.unit.test_ab_report import report
 
 RECORDED = "127.0.0.1:1"
@@ -208,7 +209,7 @@ class TestBroker:
 class TestInProcess:
     """The in-process figures are taken on the plan's codecs and profiles."""
 
-    TINY = inprocess.Tuning(
+    TINY = inprocess_bench.Tuning(
         pool_size=20, repeats=1, warmups=0, min_time_s=0.001, alloc_calls=2
     )
 
@@ -218,7 +219,7 @@ class TestInProcess:
             profiles=["small", "large:1000"],
         )
         told: list[str] = []
-        found = inprocess.measure(
+        found = inprocess_bench.measure(
             cli.plan_from_settings(settings), told.append, self.TINY
         )
         assert {(f.codec, f.profile) for f in found} == {
@@ -233,8 +234,8 @@ class TestInProcess:
         self, no_broker: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     ) -> None:
         monkeypatch.setattr(runner, "run_case", finished)
-        tiny = partial(inprocess.measure, tuning=self.TINY)
-        monkeypatch.setattr(inprocess, "measure", tiny)
+        tiny = partial(inprocess_bench.measure, tuning=self.TINY)
+        monkeypatch.setattr(inprocess_bench, "measure", tiny)
         argv = ["--codecs", "protobuf", "--profile", "small", "--bench"]
         assert cli.main([*argv, "--out", str(tmp_path)]) == 0
         written = read(tmp_path / "report.json")

@@ -9,9 +9,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from abrunner import cli, compare, runner
+from abrunner import cli
+from abrunner.lab import runner
 from abrunner.plan import Case, Plan, Profile
-from abrunner.report import read
+from abrunner.report import compare
+from abrunner.report.tables import read
 from abrunner.results import CaseResult, Report
 from tests.unit.test_ab_report import report, result
 

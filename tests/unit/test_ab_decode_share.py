@@ -11,10 +11,12 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from abrunner import cli, decisions, decode_share, report as abreport, staging_cli
-from abrunner.figures import figures
+from abrunner import cli
+from abrunner.lab.case_figures import figures
 from abrunner.plan import Case, Profile
+from abrunner.report import decisions, decode_share, tables as abreport
 from abrunner.results import CaseResult, Report
+from abrunner.staging import cli as staging_cli
 from tests.unit.test_ab_measure import snapshot
 from tests.unit.test_ab_report import md_table, report, result
 from tests.unit.test_ab_staging import (

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import io
 
-from abrunner import cli, report as abreport
-from abrunner.figures import E2E_INVALID, figures
-from abrunner.measure import Snapshot, parse
+from abrunner import cli
+from abrunner.lab.case_figures import E2E_INVALID, figures
+from abrunner.lab.worker_probe import Snapshot, parse
 from abrunner.plan import Case, Profile
+from abrunner.report import tables as abreport
 from tests.unit.test_ab_report import RESULTS, report, result
 
 

@@ -8,16 +8,16 @@ import math
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from abrunner import measure
-from abrunner.figures import GC_COLLECTIONS, GC_SECONDS, figures
+from abrunner.lab import worker_probe
+from abrunner.lab.case_figures import GC_COLLECTIONS, GC_SECONDS, figures
 from abrunner.plan import Case, Profile
-from service.histogram import (
+from service.telemetry.histogram import (
     LATENCY_BUCKETS,
     PER_MESSAGE_BUCKETS,
     HistogramChild,
     quantile,
 )
-from service.metrics import Metrics
+from service.telemetry.metrics import Metrics
 
 
 def exposition(latencies: list[float], ok: int = 0) -> tuple[str, Metrics]:
@@ -36,7 +36,7 @@ class TestMetrics:
 
     def test_totals_and_flat_keys(self) -> None:
         text, _ = exposition([0.001], ok=40)
-        scraped = measure.parse(text)
+        scraped = worker_probe.parse(text)
         assert scraped.total("worker_messages_total") == 42
         assert scraped.total("worker_messages_total", outcome="ok") == 40
         assert scraped.total("worker_consumer_lag_messages") == 12
@@ -50,14 +50,14 @@ class TestMetrics:
 
 
 class TestHistogram:
-    """Deltas of scraped cumulative buckets give `service.histogram.quantile`'s answer."""
+    """Deltas of scraped cumulative buckets give `service.telemetry.histogram.quantile`'s answer."""
 
     def test_delta_quantile(self) -> None:
         _, metrics = exposition([0.5] * 10)
-        before = measure.parse(generate_latest(metrics.registry).decode())
+        before = worker_probe.parse(generate_latest(metrics.registry).decode())
         window = [0.002] * 60 + [0.02] * 30
         metrics.e2e_latency.observe_many(window)
-        after = measure.parse(generate_latest(metrics.registry).decode())
+        after = worker_probe.parse(generate_latest(metrics.registry).decode())
         name = "worker_e2e_latency_seconds"
         delta = after.histogram(name).minus(before.histogram(name))
         expected = HistogramChild(LATENCY_BUCKETS)
@@ -74,9 +74,9 @@ class TestHistogram:
 
     def test_overflow_and_empty(self) -> None:
         top = LATENCY_BUCKETS[-1]
-        scraped = measure.parse(exposition([top * 2])[0])
+        scraped = worker_probe.parse(exposition([top * 2])[0])
         assert scraped.histogram("worker_e2e_latency_seconds").quantile(0.5) == math.inf
-        assert measure.Histogram().quantile(0.5) is None
+        assert worker_probe.Histogram().quantile(0.5) is None
         assert scraped.histogram("no_such_histogram").mean() is None
 
 
@@ -106,7 +106,7 @@ class TestGcCounters:
             gc.collect(2)
         finally:
             uninstall()
-        scraped = measure.parse(generate_latest(registry).decode())
+        scraped = worker_probe.parse(generate_latest(registry).decode())
         assert scraped.has(GC_COLLECTIONS) and scraped.has(GC_SECONDS)
         assert scraped.total(GC_COLLECTIONS, generation="2") >= 1
         assert scraped.total(GC_COLLECTIONS) >= scraped.total(
@@ -114,15 +114,15 @@ class TestGcCounters:
         )
 
     def test_summed_over_generations(self) -> None:
-        scraped = measure.parse(gc_lines([10, 3, 1], [0.25, 0.5, 1.0]))
+        scraped = worker_probe.parse(gc_lines([10, 3, 1], [0.25, 0.5, 1.0]))
         assert scraped.total(GC_COLLECTIONS) == 14
         assert scraped.total(GC_SECONDS) == 1.75
-        assert not measure.parse("").has(GC_COLLECTIONS)
+        assert not worker_probe.parse("").has(GC_COLLECTIONS)
 
 
 def snapshot(
     at: float, processed: int, decodes: list[float], gc_text: str = ""
-) -> measure.Snapshot:
+) -> worker_probe.Snapshot:
     registry = CollectorRegistry()
     metrics = Metrics(registry, codec="c", schema="small")
     metrics.ok.inc(processed)
@@ -130,8 +130,8 @@ def snapshot(
     # The registry's own GC counters would count this test process: replaced.
     own = generate_latest(registry).decode().splitlines(keepends=True)
     text = "".join(line for line in own if "worker_gc_" not in line) + gc_text
-    return measure.Snapshot(
-        at, cpu_s=at / 10, rss=50 << 20, metrics=measure.parse(text)
+    return worker_probe.Snapshot(
+        at, cpu_s=at / 10, rss=50 << 20, metrics=worker_probe.parse(text)
     )
 
 

@@ -10,7 +10,7 @@ from abrunner.cli import _FLAGS, build_parser, main, plan_from_settings
 from abrunner.config import TOOL, AbSettings
 from abrunner.plan import Plan, Profile
 from schemas.errors import ConfigError
-from service.flags import load_from_args
+from service.settings.cli_flags import load_from_args
 
 
 def plan(*argv: str, environ: dict[str, str] | None = None) -> Plan:

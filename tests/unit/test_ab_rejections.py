@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from abrunner import rejections, report as abreport
+from abrunner.lab.processes import LoadgenProcess
 from abrunner.plan import Profile
-from abrunner.process import LoadgenProcess
+from abrunner.report import rejections, tables as abreport
 from abrunner.results import CaseResult
 from schemas.errors import RunnerError
 from tests.unit.test_ab_report import report, result

@@ -10,8 +10,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from abrunner import report as abreport
 from abrunner.plan import Plan, Profile
+from abrunner.report import tables as abreport
 from abrunner.results import FIGURES, IN_PROCESS_FIGURES, CaseResult, InProcess, Report
 
 SAMPLE = Path(__file__).resolve().parents[2] / "docs" / "sample-report"
@@ -283,7 +283,7 @@ class TestFiles:
 
 
 class TestRedraw:
-    """`python -m abrunner.report DIR` redraws report.md from report.json."""
+    """`python -m abrunner.report.tables DIR` redraws report.md from report.json."""
 
     def test_sample_report(self, tmp_path: Path) -> None:
         shutil.copy(SAMPLE / "report.json", tmp_path)
@@ -310,7 +310,7 @@ class TestRedraw:
         with pytest.raises(SystemExit) as exit_:
             abreport.main(["--help"])
         assert exit_.value.code == 0
-        assert "usage: python -m abrunner.report" in capsys.readouterr().out
+        assert "usage: python -m abrunner.report.tables" in capsys.readouterr().out
 
     def test_missing_report(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]

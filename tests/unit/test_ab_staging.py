@@ -1,7 +1,7 @@
 """`codec-ab staging` against a fake Prometheus HTTP API: slicing, blocks, intervals,
 warnings and the error paths (the real Prometheus: tests/integration/test_staging.py).
 
-The fake answers exactly the expressions `abrunner.staging` renders for the two
+The fake answers exactly the expressions `abrunner.staging.slices` renders for the two
 sides' selectors, from per-slice figures the test chooses.
 """
 
@@ -21,14 +21,10 @@ from typing import Any
 
 import pytest
 
-from abrunner import (
-    cli,
-    compare,
-    report as report_module,
-    staging_cli,
-    staging_figures as sf,
-)
-from abrunner.staging import (
+from abrunner import cli
+from abrunner.report import compare, tables as report_module
+from abrunner.staging import cli as staging_cli, figures as sf
+from abrunner.staging.slices import (
     EXPRESSIONS,
     HISTOGRAMS,
     INFO,
@@ -37,7 +33,7 @@ from abrunner.staging import (
     TOPICS,
     render,
 )
-from service.children import free_ports
+from service.lifecycle.child_processes import free_ports
 
 START = 1_800_000_000.0
 SLICE = 10.0

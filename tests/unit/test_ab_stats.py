@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from abrunner import decisions, stats
-from abrunner.report import markdown, tables
+from abrunner.report import decisions, stats
+from abrunner.report.tables import markdown, tables
 from abrunner.results import CaseResult
 from tests.unit.test_ab_report import report, result
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from abrunner import decisions, notes, report as abreport, stats
-from abrunner.charts import drawable, tick_label
+from abrunner.report import decisions, notes, stats, tables as abreport
+from abrunner.report.charts import drawable, tick_label
 from abrunner.results import CaseResult, Ratio
 from tests.unit.test_ab_report import report, result
 

@@ -9,14 +9,15 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from abrunner import inprocess, report as abreport
 from abrunner.cli import _FLAGS, build_parser, main, plan_from_settings
 from abrunner.config import TOOL, AbSettings
+from abrunner.lab import inprocess_bench
+from abrunner.lab.processes import child_env
 from abrunner.plan import Case, Plan, Profile
-from abrunner.process import child_env
+from abrunner.report import tables as abreport
 from abrunner.results import CaseResult, Report
 from schemas.errors import ConfigError
-from service.flags import load_from_args
+from service.settings.cli_flags import load_from_args
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"
 ROOT = FIXTURES.parents[2]
@@ -153,7 +154,7 @@ class TestReport:
 
     def test_no_in_process_figures_for_a_users_schema(self) -> None:
         said: list[str] = []
-        assert inprocess.measure(_report(None).plan, said.append) == []
+        assert inprocess_bench.measure(_report(None).plan, said.append) == []
         assert said == [f"{SHOP}: no in-process figures (built-in payloads only)"]
 
 

@@ -18,11 +18,11 @@ from structlog.testing import capture_logs
 from codec import get_codec
 from loadgen.payloads import make_payloads
 from schemas.errors import ConfigError
-from service import topics
 from service.app import _STALL_S, READY_STALL_S, Worker
-from service.config import Settings
-from service.headers import SENT_NS
-from service.logging import cannot_reach, kafka_logger
+from service.kafka import admin_topics
+from service.kafka.headers import SENT_NS
+from service.settings.worker import Settings
+from service.telemetry.log_setup import cannot_reach, kafka_logger
 from tests.fakes import FakeConsumer, FakeMessage, FakeProducer, FakeTopicPartition
 
 TOPIC = "in"
@@ -341,7 +341,7 @@ class TestLag:
 
     def test_added_partitions_count_from_their_start_with_latest(self) -> None:
         """With `latest`, a partition added mid-run is read from its beginning
-        (`service.starts`), so all it holds is lag, even when the only committed
+        (`service.loop.partition_starts`), so all it holds is lag, even when the only committed
         offsets the gauge has seen are those of the start (none yet)."""
         rig = Rig()
         rig.worker._lag._reset = "latest"
@@ -609,7 +609,7 @@ class TestStartup:
     def test_unreachable_kafka_is_said_once_then_the_worker_starts(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setattr(topics, "CONNECT_TIMEOUT_S", 0.0)  # report at once
+        monkeypatch.setattr(admin_topics, "CONNECT_TIMEOUT_S", 0.0)  # report at once
         rig = Rig(FakeAdmin(down=3))
         rig.consumer.on_drained = rig.worker.stop
         with capture_logs() as logs:

@@ -39,7 +39,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from codec import CODEC_NAMES, CodecName, native_to_builtins
 from schemas.errors import DecodeError
-from schemas.loader import UserSchema
+from schemas.user.loader import UserSchema
 from tests.fuzz.contract import ContractViolation, check
 from tests.fuzz.inputs import (
     AUTO_HEADERS,

@@ -235,7 +235,7 @@ class TestPoison:
 
     def test_msgspec_error_text_has_no_input_values(self) -> None:
         # A bad enum value is the one msgspec error that quotes the input.
-        from schemas.loader import load_schema
+        from schemas.user.loader import load_schema
 
         codec = get_codec(
             "msgspec-json", load_schema("tests.fixtures.usermodels.shop:Order")

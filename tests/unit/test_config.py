@@ -16,8 +16,8 @@ import structlog
 
 from schemas.errors import ConfigError
 from service.cli import main
-from service.config import Settings, load_settings
-from service.connection import MASK
+from service.kafka.connection import MASK
+from service.settings.worker import Settings, load_settings
 
 
 @pytest.fixture(autouse=True)

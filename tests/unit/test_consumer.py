@@ -12,13 +12,13 @@ from prometheus_client import CollectorRegistry
 from codec import CodecName, get_codec
 from loadgen.payloads import make_payloads
 from schemas.errors import FatalError
-from service import memory
-from service.consumer import TIMER_WAIT_MAX_S, BatchLoop
-from service.delivery import ConfirmedProducer
-from service.handlers import Handler
-from service.headers import SENT_NS, SEQ
-from service.metrics import Metrics
-from service.poison import PoisonHandler
+from service.delivery.dead_letters import PoisonHandler
+from service.delivery.gated_writes import ConfirmedProducer
+from service.kafka.headers import SENT_NS, SEQ
+from service.logic.builtin import Handler
+from service.loop import heap_trim
+from service.loop.batch_loop import TIMER_WAIT_MAX_S, BatchLoop
+from service.telemetry.metrics import Metrics
 from tests.fakes import FakeConsumer, FakeMessage, FakeProducer
 
 
@@ -151,7 +151,7 @@ def _record_waits(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, 
     """How the rig's loop waits, in order: ("sleep", s) and ("consume N", timeout)."""
     waits: list[tuple[str, float]] = []
     monkeypatch.setattr(
-        "service.consumer.time.sleep", lambda s: waits.append(("sleep", s))
+        "service.loop.batch_loop.time.sleep", lambda s: waits.append(("sleep", s))
     )
     scripted = rig.consumer.consume
 
@@ -563,7 +563,7 @@ class TestBatchBytes:
     ) -> None:
         """Not per batch: once, when the large values stop."""
         trims: list[int] = []
-        monkeypatch.setattr(memory, "trim", lambda: trims.append(1))
+        monkeypatch.setattr(heap_trim, "trim", lambda: trims.append(1))
         rig = Rig()
         size = len(rig.msg(0).value() or b"")
         rig.process([rig.msg(i) for i in range(10)])
@@ -586,7 +586,7 @@ class TestStoreInterval:
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         clock = [100.0]
-        monkeypatch.setattr("service.consumer.time.monotonic", lambda: clock[0])
+        monkeypatch.setattr("service.loop.batch_loop.time.monotonic", lambda: clock[0])
         rig = Rig(step="noop", store_interval_s=0.1)
         rig.process([rig.msg(0), rig.msg(1)])
         clock[0] += 0.05

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from service import control
-from service.control import ControlPlane
+from service.telemetry import control_server as control
+from service.telemetry.control_server import ControlPlane
 from tests.unit.test_app import http_status
 
 

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from schemas.errors import DeliveryError
-from service.delivery import ConfirmedProducer
+from service.delivery.gated_writes import ConfirmedProducer
 from tests.fakes import FakeProducer
 
 

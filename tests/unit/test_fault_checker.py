@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from service.headers import SEQ
+from service.kafka.headers import SEQ
 from tests.faults.checker import (
     DLQ_HEADERS,
     VALUE_DROPPED,

@@ -9,8 +9,8 @@ from loadgen.payloads import make_payloads
 from schemas.errors import ConfigError
 from schemas.registry import SCHEMAS
 from schemas.wire_shape import shape_of
-from service.fieldread import field_paths, read_named_fields
-from service.handlers import Handler
+from service.logic.builtin import Handler
+from service.logic.named_fields import field_paths, read_named_fields
 
 MEDIUM = shape_of(SCHEMAS["medium"])
 

@@ -1,12 +1,12 @@
-"""`service.handshake`: librdkafka's refusals (texts taken from a real broker) named."""
+"""`service.kafka.security_check`: librdkafka's refusals (texts taken from a real broker) named."""
 
 from __future__ import annotations
 
 import pytest
 from confluent_kafka import KafkaError
 
-from service.children import free_port
-from service.handshake import _cause, _line, check_access
+from service.kafka.security_check import _cause, _line, check_access
+from service.lifecycle.child_processes import free_port
 
 SASL = {
     "bootstrap.servers": "127.0.0.1:1",

@@ -18,10 +18,10 @@ import structlog
 from confluent_kafka import KafkaError
 
 from schemas.errors import LogicError
-from service.delivery import ConfirmedProducer
-from service.handlers import FLAKY_EVERY, Handler
-from service.hold import FIRST_BACKOFF_S, MAX_BACKOFF_S, Hold
-from service.logging import configure_logging
+from service.delivery.gated_writes import ConfirmedProducer
+from service.delivery.held_partitions import FIRST_BACKOFF_S, MAX_BACKOFF_S, Hold
+from service.logic.builtin import FLAKY_EVERY, Handler
+from service.telemetry.log_setup import configure_logging
 from tests.fakes import FakeProducer
 from tests.unit.test_consumer import Rig, decode_every  # noqa: F401 (a fixture)
 

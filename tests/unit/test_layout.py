@@ -25,6 +25,68 @@ ALLOWED_ACROSS = {("abrunner", "localkafka")}
 """The runner starts the local broker; nothing else crosses within a layer."""
 
 
+PARTS = {
+    "schemas": {
+        "schemas": 0,
+        "schemas.errors": 0,
+        "schemas.shape": 1,
+        "schemas.compare": 2,
+        "schemas.prototext": 2,
+        "schemas.builtin": 2,
+        "schemas.derive": 3,
+        "schemas.user": 4,
+        "schemas.registry": 5,
+        "schemas.wire_shape": 5,
+    },
+    "codec": {
+        "codec.base": 0,
+        "codec.views": 1,
+        "codec.msgspec_codec": 2,
+        "codec.pydantic_json": 2,
+        "codec.protobuf_codec": 2,
+        "codec.avro_codec": 2,
+        "codec.flatbuffers": 2,
+        "codec.capnp_codec": 3,  # shares the FlatBuffers cache and time conversions
+        "codec.convert": 3,
+        "codec.auto": 4,
+        "codec": 5,
+    },
+    "service": {
+        "service": 0,
+        "service.lifecycle": 1,
+        "service.telemetry": 1,
+        "service.logic": 1,
+        "service.kafka": 2,
+        "service.settings": 3,
+        "service.delivery": 4,
+        "service.shadow": 4,
+        "service.loop": 5,
+        "service.app": 6,
+        "service.cli": 7,
+        "service.console": 8,
+        "service.__main__": 9,
+    },
+    "abrunner": {
+        "abrunner": 0,
+        "abrunner.plan": 1,
+        "abrunner.results": 2,
+        "abrunner.config": 2,
+        "abrunner.report": 3,
+        "abrunner.lab": 4,
+        "abrunner.staging": 4,
+        "abrunner.cli": 5,
+        "abrunner.__main__": 6,
+    },
+}
+"""Within a package, its parts (subpackages and top modules) in layers: a module may
+import only parts of a lower layer, or its own part. Each package's `__init__`
+docstring draws the same order."""
+
+MAX_MODULES = 15
+"""Modules in one folder at most (`__init__` and `__main__` count): past that, the
+folder holds more than one part."""
+
+
 def modules() -> dict[str, Path]:
     found = {}
     for package in LAYERS:
@@ -98,6 +160,52 @@ class TestLayout:
             if name.split(".")[0] == package
         }
         assert {f: n for f, n in sizes.items() if n > 400} == {}
+
+    @pytest.mark.parametrize("package", sorted(PARTS))
+    def test_parts_import_downwards(self, package: str) -> None:
+        parts = PARTS[package]
+
+        def part(module: str) -> str:
+            names = module.split(".")
+            for end in range(len(names), 0, -1):
+                if (key := ".".join(names[:end])) in parts:
+                    return key
+            raise AssertionError(f"{module} belongs to no part of {package}")
+
+        upward = [
+            (m, t)
+            for m, targets in graph().items()
+            if m.split(".")[0] == package
+            for t in targets
+            if t.split(".")[0] == package
+            and (a := part(m)) != (b := part(t))
+            and parts[b] >= parts[a]
+        ]
+        assert upward == []
+
+    @pytest.mark.parametrize("package", sorted(LAYERS))
+    def test_folders_name_their_parts(self, package: str) -> None:
+        """No folder holds more than `MAX_MODULES` modules, no three modules in one
+        folder share a name prefix (`staging_*`: a subpackage waiting to be made), and
+        every package's `__init__` says what lives there."""
+        crowded, prefixed, undocumented = {}, {}, []
+        for folder in [
+            ROOT / package,
+            *(p.parent for p in (ROOT / package).rglob("*/__init__.py")),
+        ]:
+            names = sorted(
+                p.stem for p in folder.glob("*.py") if not p.stem.endswith("_pb2")
+            )
+            if len(names) > MAX_MODULES:
+                crowded[str(folder.relative_to(ROOT))] = len(names)
+            stems = [n.split("_")[0] for n in names if not n.startswith("__")]
+            shared = sorted({s for s in stems if stems.count(s) >= 3})
+            if shared:
+                prefixed[str(folder.relative_to(ROOT))] = shared
+            init = folder / "__init__.py"
+            if init.exists() and not ast.get_docstring(ast.parse(init.read_text())):
+                undocumented.append(str(init.relative_to(ROOT)))
+        assert (crowded, prefixed, undocumented) == ({}, {}, [])
 
     def test_no_formatter_escapes(self) -> None:
         escaped = [

@@ -17,8 +17,8 @@ import structlog
 from loadgen.cli import build_parser, main
 from loadgen.config import LoadgenSettings, load_settings
 from schemas.errors import ConfigError
-from service.connection import MASK
-from service.logging import cannot_reach
+from service.kafka.connection import MASK
+from service.telemetry.log_setup import cannot_reach
 
 UNREACHABLE = "127.0.0.1:1"
 

@@ -13,7 +13,7 @@ from loadgen.config import LoadgenSettings
 from loadgen.producer import Clock, ProducerLoop
 from loadgen.report import Aggregator, Tick
 from loadgen.source import Source, synthetic_source, value_bytes_sent
-from service.logging import KafkaErrors, kafka_logger
+from service.telemetry.log_setup import KafkaErrors, kafka_logger
 
 WALL0 = 1_767_225_600_000_000_000
 

@@ -13,7 +13,7 @@ from loadgen.config import LoadgenSettings
 from loadgen.recording import Record, RecordingInfo, RecordingWriter
 from loadgen.replay import replay_source
 from schemas.errors import ConfigError
-from service.headers import CONTENT_TYPE
+from service.kafka.headers import CONTENT_TYPE
 
 LAX = "tests.fixtures.usermodels.lax:Model"
 READING = "tests.fixtures.usermodels.lax:Reading"

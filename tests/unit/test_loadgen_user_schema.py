@@ -17,9 +17,9 @@ from loadgen.replay import replay_source
 from loadgen.source import synthetic_source
 from schemas.compare import read_native
 from schemas.errors import ConfigError
-from schemas.loader import UserSchema, load_schema
-from schemas.synth import make_payloads
-from service.headers import CONTENT_TYPE
+from schemas.user.loader import UserSchema, load_schema
+from schemas.user.synthetic import make_payloads
+from service.kafka.headers import CONTENT_TYPE
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"
 SHOP = "shop:Order"

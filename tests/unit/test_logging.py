@@ -14,7 +14,7 @@ import pytest
 import structlog
 from confluent_kafka import Consumer
 
-from service.logging import (
+from service.telemetry.log_setup import (
     RateLimiter,
     configure_logging,
     kafka_logger,

@@ -14,15 +14,15 @@ from prometheus_client import CollectorRegistry, generate_latest
 from codec import REAL_CODECS, CodecName, get_codec
 from loadgen.payloads import make_payloads
 from schemas.errors import LogicError
-from service.handlers import Handler
-from service.histogram import (
+from service.logic.builtin import Handler
+from service.telemetry.histogram import (
     LATENCY_BUCKETS,
     AgeHistogramChild,
     BatchHistogram,
     HistogramChild,
     log_buckets,
 )
-from service.metrics import Metrics
+from service.telemetry.metrics import Metrics
 
 DESIGN_METRICS = (
     "worker_messages_total",
@@ -211,7 +211,7 @@ class TestDeadLetterSeries:
     """Every dead-letter reason series exists at 0 before the first poison message."""
 
     def test_reasons_exist_at_zero(self) -> None:
-        from service.metrics import DEAD_LETTER_REASONS
+        from service.telemetry.metrics import DEAD_LETTER_REASONS
 
         registry = CollectorRegistry()
         Metrics(registry, codec="protobuf", schema="small")

@@ -19,10 +19,10 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NaiveDatetime
 
 from codec import codec_refusal, get_codec, native_to_builtins
 from schemas.compare import diff, read_native
+from schemas.derive.avro_schema import avro_schema
 from schemas.errors import EncodeError
-from schemas.loader import UserSchema, from_class
-from schemas.semantics import skipped_checks
-from schemas.to_avro import avro_schema
+from schemas.user.loader import UserSchema, from_class
+from schemas.user.skipped_checks import skipped_checks
 
 NEW = ("flatbuffers", "capnp", "avro")
 

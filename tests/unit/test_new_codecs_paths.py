@@ -15,7 +15,7 @@ from loadgen.recording import Record, RecordingInfo, RecordingWriter
 from loadgen.replay import replay_source
 from schemas.registry import SCHEMAS
 from schemas.wire_shape import shape_of
-from service.shadow_verdict import Comparer
+from service.shadow.verdict import Comparer
 
 NEW: list[CodecName] = ["flatbuffers", "capnp", "avro"]
 INFO = RecordingInfo("orders", 4, 1_767_225_600_000_000_000)

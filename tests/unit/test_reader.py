@@ -9,12 +9,12 @@ import pytest
 
 from codec import REAL_CODECS, get_codec
 from schemas.compare import read_native
-from schemas.loader import UserSchema, load_schema
 from schemas.registry import resolve
 from schemas.shape import ListOf, MapOf, MessageShape, TypeShape
-from schemas.synth import SynthOptions, make_payloads
-from service.handlers import Handler
-from service.reader import read_every_field
+from schemas.user.loader import UserSchema, load_schema
+from schemas.user.synthetic import SynthOptions, make_payloads
+from service.logic.builtin import Handler
+from service.logic.field_reader import read_every_field
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"
 SPECS = [

@@ -9,9 +9,9 @@ import pytest
 from google.protobuf import descriptor_pb2
 
 from codec import REAL_CODECS
+from schemas.derive.proto_file import message_class
 from schemas.errors import ConfigError
-from schemas.loader import load_schema
-from schemas.to_proto import message_class
+from schemas.user.loader import load_schema
 from schematool.check import render, run_check
 from schematool.cli import main
 from schematool.codecs import WIRE_CODECS, user_codec

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from schemas.loader import UserSchema, from_class, load_schema
-from schemas.proto_parse import parse_proto
+from schemas.derive.msgspec_structs import msgspec_bounds
+from schemas.prototext.parser import parse_proto
 from schemas.shape import Constraints, MessageShape, describe, messages
-from schemas.to_msgspec import msgspec_bounds
+from schemas.user.loader import UserSchema, from_class, load_schema
 from schematool.cli import derive_text, main
 from schematool.protosource import proto_source
 from schematool.pysource import msgspec_source, pydantic_source

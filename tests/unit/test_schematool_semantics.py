@@ -10,9 +10,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from schemas.loader import load_schema
-from schemas.semantics import CONVERTED, MSGSPEC, UNCHECKED, skipped_checks
 from schemas.shape import Choice, Constraints, FieldShape, MessageShape, Scalar
+from schemas.user.loader import load_schema
+from schemas.user.skipped_checks import CONVERTED, MSGSPEC, UNCHECKED, skipped_checks
 from schematool.cli import main
 
 PAYMENTS = "tests.fixtures.usermodels.payments:PaymentEvent"

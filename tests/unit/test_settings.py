@@ -17,9 +17,9 @@ from loadgen.cli import main as loadgen_main
 from loadgen.config import load_settings as load_loadgen
 from schemas.errors import ConfigError
 from service.cli import main as worker_main
-from service.config import load_settings as load_worker
-from service.connection import MASK, recorded_local_broker
-from service.settings import env_name
+from service.kafka.connection import MASK, recorded_local_broker
+from service.settings.sources import env_name
+from service.settings.worker import load_settings as load_worker
 
 SHARED = """
 [kafka]

@@ -13,26 +13,26 @@ from prometheus_client import CollectorRegistry
 from codec import Codec, CodecName, get_codec
 from codec.base import JSON
 from loadgen.payloads import make_payloads
-from schemas.loader import UserSchema, load_schema
 from schemas.registry import SCHEMAS, SchemaForms
-from service.consumer import BatchLoop
-from service.delivery import ConfirmedProducer
-from service.handlers import Handler
-from service.metrics import (
-    SHADOW_OUTCOMES,
-    SHADOW_SAMPLE_RESULTS,
-    Metrics,
-    ShadowMetrics,
-)
-from service.poison import PoisonHandler
-from service.shadow import SampleWriter, Shadow, build_shadow
-from service.shadow_verdict import (
+from schemas.user.loader import UserSchema, load_schema
+from service.delivery.dead_letters import PoisonHandler
+from service.delivery.gated_writes import ConfirmedProducer
+from service.logic.builtin import Handler
+from service.loop.batch_loop import BatchLoop
+from service.shadow.sampler import SampleWriter, Shadow, build_shadow
+from service.shadow.verdict import (
     Comparer,
     Verdict,
     field_path,
     located,
     schema_paths,
     shape_of,
+)
+from service.telemetry.metrics import (
+    SHADOW_OUTCOMES,
+    SHADOW_SAMPLE_RESULTS,
+    Metrics,
+    ShadowMetrics,
 )
 from tests.fakes import FakeConsumer, FakeMessage, FakeProducer
 

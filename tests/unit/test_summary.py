@@ -9,9 +9,9 @@ import orjson
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
-from service.histogram import LATENCY_BUCKETS, quantile
-from service.metrics import Metrics
-from service.summary import Summary
+from service.telemetry.histogram import LATENCY_BUCKETS, quantile
+from service.telemetry.metrics import Metrics
+from service.telemetry.summary_line import Summary
 
 
 class Rig:

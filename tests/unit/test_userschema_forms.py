@@ -11,8 +11,8 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 
 from schemas.compare import diff, read_native
-from schemas.loader import UserSchema, load_schema
-from schemas.synth import make_payloads
+from schemas.user.loader import UserSchema, load_schema
+from schemas.user.synthetic import make_payloads
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"
 SPECS = [

@@ -14,7 +14,7 @@ from google.protobuf import json_format
 
 from schemas.compare import read_native
 from schemas.errors import ConfigError
-from schemas.loader import UserSchema, load_schema
+from schemas.user.loader import UserSchema, load_schema
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"
 SHIPMENT = f"{FIXTURES / 'shipment.proto'}:Shipment"

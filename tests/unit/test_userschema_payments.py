@@ -15,11 +15,11 @@ import pytest
 
 from codec import get_codec
 from schemas.compare import read_native
+from schemas.derive.msgspec_structs import build_structs
 from schemas.errors import ConfigError
-from schemas.loader import UserSchema, load_schema
 from schemas.shape import Constraints, FieldShape, MessageShape, Scalar
-from schemas.synth import make_payloads
-from schemas.to_msgspec import build_structs
+from schemas.user.loader import UserSchema, load_schema
+from schemas.user.synthetic import make_payloads
 from schematool.cli import main as schema_main
 from tests.fixtures.usermodels.payments import PaymentEvent
 

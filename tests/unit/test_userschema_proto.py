@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from google.protobuf import descriptor_pb2
 
+from schemas.derive.proto_file import message_class
 from schemas.errors import ConfigError
-from schemas.proto_parse import parse_proto
-from schemas.to_proto import message_class
+from schemas.prototext.parser import parse_proto
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"
 FieldProto = descriptor_pb2.FieldDescriptorProto

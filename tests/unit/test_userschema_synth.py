@@ -16,7 +16,6 @@ from google.protobuf import json_format
 
 from schemas.compare import diff, read_native
 from schemas.errors import ConfigError
-from schemas.loader import load_schema
 from schemas.shape import (
     Choice,
     Constraints,
@@ -26,7 +25,8 @@ from schemas.shape import (
     MessageShape,
     Scalar,
 )
-from schemas.synth import SynthOptions, make_payloads
+from schemas.user.loader import load_schema
+from schemas.user.synthetic import SynthOptions, make_payloads
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"
 

@@ -6,12 +6,12 @@ import msgspec
 import pytest
 
 from codec import get_codec
+from schemas.derive.avro_schema import avro_text
+from schemas.derive.capnp_schema import capnp_form, capnp_name
+from schemas.derive.fbs_schema import camel, flatbuffers_form
 from schemas.errors import ConfigError
-from schemas.loader import from_class, load_schema
 from schemas.registry import SCHEMA_NAMES, SCHEMAS
-from schemas.to_avro import avro_text
-from schemas.to_capnp import capnp_form, capnp_name
-from schemas.to_flatbuffers import camel, flatbuffers_form
+from schemas.user.loader import from_class, load_schema
 from schemas.wire_shape import shape_of
 from schematool.cli import main as schema_main
 
@@ -113,7 +113,7 @@ class TestSettingsRefuse:
     def test_worker(self) -> None:
         from pydantic import ValidationError
 
-        from service.config import CodecSettings
+        from service.settings.worker import CodecSettings
 
         with pytest.raises(ValidationError, match=r"flatbuffers: .*Blobs\.chunks"):
             CodecSettings.model_validate({"name": "flatbuffers", "schema": self.SPEC})

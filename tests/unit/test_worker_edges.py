@@ -96,10 +96,10 @@ def test_unreadable_config(tmp_path: Path) -> None:
 
 
 def test_entry_point_holds_signals_first() -> None:
-    """`codec-worker` and `python -m service` start in `service.entry`, which holds
+    """`codec-worker` and `python -m service` start in `service.console`, which holds
     SIGTERM/SIGINT before importing the worker (checked by what it imports)."""
     probe = (
-        "import sys, signal; import service.entry; "
+        "import sys, signal; import service.console; "
         "heavy = [m for m in ('pydantic', 'confluent_kafka', 'service.cli') if m in sys.modules]; "
         "print(heavy)"
     )

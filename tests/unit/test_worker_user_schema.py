@@ -12,14 +12,14 @@ import pytest
 
 from codec import get_codec
 from schemas.errors import ConfigError
-from schemas.loader import UserSchema
 from schemas.registry import resolve
-from schemas.synth import make_payloads
+from schemas.user.loader import UserSchema
+from schemas.user.synthetic import make_payloads
 from service import __version__
 from service.app import Worker
 from service.cli import build_parser, main
-from service.config import Settings, load_settings
-from service.headers import CONTENT_TYPE
+from service.kafka.headers import CONTENT_TYPE
+from service.settings.worker import Settings, load_settings
 from tests.fakes import FakeConsumer, FakeMessage, FakeProducer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"

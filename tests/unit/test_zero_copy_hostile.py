@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from codec import CodecName, get_codec
-from codec.flatbuffers_plan import EPOCH
+from codec.flatbuffers.layout import EPOCH
 from schemas.errors import DecodeError
-from schemas.loader import load_schema
+from schemas.user.loader import load_schema
 from tests.fuzz.wire_hostile import wire_hostile
 
 _CODEC = {"fb": "flatbuffers", "ca": "capnp", "av": "avro"}
@@ -54,7 +54,7 @@ def test_a_datetime_out_of_range_is_refused_by_the_verifier() -> None:
 
 
 def _order(schema: object) -> dict[str, object]:
-    from schemas.synth import make_payloads
+    from schemas.user.synthetic import make_payloads
 
     return make_payloads(schema.shape, 1, seed=4)[0]  # type: ignore[attr-defined]
 

@@ -1,0 +1,15 @@
+"""The A/B report: tables, decisions, intervals, charts and the `--compare` gate.
+
+| module | holds |
+| --- | --- |
+| `tables` | one row per codec, ratios to a baseline, the environment, the files |
+| `decisions`, `stats` | cores at a target rate; ratios with 95 % intervals |
+| `decode_share` | the decode's share of each codec's CPU per message |
+| `rejections` | what each codec refused of the traffic |
+| `notes` | the prose around the tables: warnings, the legend |
+| `charts` | the PNG charts (matplotlib, the `report` extra) |
+| `compare` | one report against an older one, as a CI gate |
+
+May import `abrunner.plan`, `abrunner.results` and the packages below `abrunner`:
+the report is built from results, so the lab run and staging both feed it.
+"""

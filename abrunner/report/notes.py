@@ -1,0 +1,178 @@
+"""The prose around the A/B tables: warnings, the legend, the decode comparison.
+
+report.md carries all of it; the terminal gets the warnings and the comparison.
+Each is Markdown (it reads as plain text too).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+from abrunner.plan import INPROCESS_REPEATS as REPEATS, POOL_SIZE, Plan
+from abrunner.results import Report, Summary
+
+DECODE_TOLERANCE: Final = 0.25
+"""Kafka-path and in-process decode medians further apart than 25 % get a note:
+the worker's histogram alone is within ~13 % (three buckets per doubling), and
+repeated runs on the project's 2-core machine move by 10-15 %."""
+
+_LEGEND: Final = {
+    "GC ms/s": "milliseconds per second the worker spent in cyclic garbage "
+    "collection, all generations (`worker_gc_seconds_total`, wall time), over the "
+    "load window",
+    "GC per 1k msgs": "cyclic garbage collections, all generations "
+    "(`worker_gc_collections_total`), per 1,000 messages handled",
+    "decode % of CPU": "the decode's share of the worker's CPU per message: the "
+    "mean of its sampled single decodes (`decode_us` in report.json, wall time) "
+    "over CPU us/msg, repeat by repeat; the rest is the consumer around the decode "
+    "(librdkafka, batches, offsets, the logic, metrics). A preempted decode counts "
+    "its wait, so on a shared machine it errs high; report.json: `decode_share`, "
+    "a fraction",
+    "decode us": "median of the worker's sampled single decodes: every 32nd "
+    "message timed with `perf_counter_ns` (wall time, less the clock's own cost, "
+    "`worker_timer_overhead_seconds`), from the "
+    "`worker_decode_seconds` histogram; report.json keeps their mean too "
+    "(`decode_us`)",
+    "decode us in-process": "the same decoder in a tight loop in the runner's "
+    f"process (`codec-bench`, CPU time, median of {REPEATS} samples) over the load "
+    f"generator's pool ({POOL_SIZE} payloads, the same seed), before the Kafka "
+    "cases",
+    "Kafka/in-process": "`decode us` over `decode us in-process`",
+    "decode+read us in-process": "as `decode us in-process`, plus the stub logic "
+    "reading every field (the fair figure for protobuf, which parses lazily)",
+    "+all us in-process": "decode, then every field read into Python values: the "
+    "column that compares like with like across eager codecs and lazy ones "
+    "(protobuf's upb, the FlatBuffers view), whose `decode us` defers work to the "
+    "reads",
+    "+3 fields us in-process": "decode, then only the first three top-level fields "
+    "read: a narrow consumer's figure, where a lazy format can save (on Kafka: "
+    "`--worker-arg=--logic=fields --worker-arg=--read-fields=3`)",
+}
+"""What the columns that need it mean, by header."""
+
+_WHY: Final = (
+    "The two are not the same measurement: the Kafka path's samples are wall time, "
+    "so they include preemption by the broker and the load generator on this "
+    "shared machine, where the in-process figure is CPU time; and a tight "
+    "in-process loop keeps the decoder's code and data in the CPU caches, while "
+    "the worker's loop also runs librdkafka, the business logic and the metrics "
+    "between two decodes, which evict them."
+)
+
+
+def interrupted(report: Report) -> str | None:
+    """The line that opens an interrupted report, None for a complete one."""
+    if not report.interrupted:
+        return None
+    done, total = len(report.results), len(report.plan.cases())
+    return (
+        f"**Interrupted**: the run was stopped after {done} of {total} cases; the "
+        "tables hold the cases finished."
+    )
+
+
+def repeat_warning(plan: Plan) -> str | None:
+    """The warning for a single run per case, None with repeats."""
+    if plan.repeat > 1:
+        return None
+    return (
+        "**Warning: one run per case** (`--repeat 1`), so the spread (run-to-run "
+        "noise, ±10-15 % on the project's shared 2-core machine) is unknown; use "
+        "`--repeat 3` or more before deciding."
+    )
+
+
+def cores(target_rate: float | None) -> str | None:
+    """What the cores column means, None when the report has none."""
+    if not target_rate:
+        return None
+    return (
+        f"`cores at {target_rate:,.0f} msg/s`: CPU us/msg x {target_rate:,.0f} / 1e6, "
+        "the worker cores that rate needs at the cost per message measured here "
+        "(`--target-rate`, default the run's `--rate`)."
+    )
+
+
+def legend(headers: set[str]) -> list[str]:
+    """A Markdown list explaining the columns among `headers` that need it."""
+    return [f"- `{h}`: {text}." for h, text in _LEGEND.items() if h in headers]
+
+
+def decode_differs(summary: Summary) -> str | None:
+    """Where the Kafka path's decode median differs from the in-process one by more
+    than `DECODE_TOLERANCE`, a paragraph saying so and why that may be; else None.
+    """
+    far = [
+        f"`{codec}` on `{profile}` ({ratio:.2f}x)"
+        for profile, rows in summary.items()
+        for codec, row in rows.items()
+        if (ratio := row.median("decode_vs_in_process")) is not None
+        and math.isfinite(ratio)
+        and abs(ratio - 1) > DECODE_TOLERANCE
+    ]
+    if not far:
+        return None
+    return (
+        f"The Kafka path's decode median differs from the in-process one by more "
+        f"than {DECODE_TOLERANCE:.0%} for {', '.join(far)}. {_WHY}"
+    )
+
+
+def baseline_behind(report: Report) -> str | None:
+    """The caveat on ratios to a baseline that fell behind or failed; else None."""
+    plan = report.plan
+    if plan.max_mode:
+        return None
+    found = []
+    for profile, rows in report.summary.items():
+        base = rows.get(plan.baseline)
+        if base is None or len(rows) < 2:
+            continue
+        if base.errors or not base.runs:
+            found.append(f"`{profile}`: it failed, so no ratio is printed against it")
+        elif not base.kept_up or base.not_drained:
+            found.append(f"`{profile}`: it fell behind")
+    if not found:
+        return None
+    return (
+        f"**Caveat: the baseline `{plan.baseline}` did not keep up** "
+        f"({'; '.join(found)}). Its figures were taken while a backlog grew (its "
+        "CPU at its limit, its latency the time messages queued), so every ratio to "
+        "it compares a saturated worker with the others: read them as bounds, or "
+        "choose a baseline that keeps up (`--baseline`) or a lower `--rate`."
+    )
+
+
+def invalid_latencies(report: Report) -> str | None:
+    """Which cases had sampled latencies the worker could not observe, None if none."""
+    bad = [
+        f"`{r.codec}` on `{r.profile}` (repeat {r.repeat}): {r.e2e_invalid:,}"
+        for r in report.results
+        if r.e2e_invalid
+    ]
+    if not bad:
+        return None
+    return (
+        "**Invalid latencies**: the worker left out of its e2e figures sampled "
+        f"messages whose `x-sent-ns` could not give a latency, for {', '.join(bad)} "
+        "(`worker_e2e_latency_invalid_total`, by reason: `unparsable`, `negative`: "
+        "a producer clock ahead of the worker's, `too_large`: older than 30 days)."
+    )
+
+
+def schema_limits(plan: Plan) -> list[str]:
+    """The codecs left out for the schema, and the checks a measured codec skips."""
+    lines: list[str] = []
+    for codec, why in plan.left_out:
+        reason = why.replace("\n  ", " ").removeprefix("schema error: ")
+        lines += [f"**Left out: `{codec}`**: {reason}.", ""]
+    if plan.skipped:
+        lines += [
+            "Checks your own form makes on decode that a measured codec skips (its "
+            "CPU figure does not include them; `codec-schema check` lists the same):",
+            "",
+            *(f"- {line}" for line in plan.skipped),
+            "",
+        ]
+    return lines

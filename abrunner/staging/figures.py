@@ -1,0 +1,156 @@
+"""A staging run's figures: slices grouped into blocks, blocks into a report's rows,
+and the B/A ratios with their intervals.
+
+Why blocks: consecutive slices of a live deployment are not independent (a traffic
+burst, a noisy neighbour or a GC-heavy minute spans several), so a t interval over
+slices would be too narrow. The usable slices (data on both sides) are grouped into
+`blocks` of consecutive slices (non-overlapping batch means): about the square root
+of their number, at most `MAX_BLOCKS`; each block's figures are computed from its
+summed counters and merged histograms, and the ratio B/A is taken block by block
+(the same slices on both sides) with the lab run's Student t interval on the mean log
+ratio (`abrunner.report.stats.paired_ratio`, blocks - 1 degrees of freedom). Longer blocks
+are nearly independent even when slices are not, and few blocks give a wide
+interval, never a falsely narrow one. With fewer than `MIN_SLICES` usable slices (3
+blocks of 3) there is no interval and no verdict.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Final
+
+from abrunner.report import stats
+from abrunner.report.decisions import DECIDED
+from abrunner.results import CaseResult, Ratio
+from abrunner.staging.slices import Side, merged, summed
+from service.telemetry.histogram import quantile
+
+MIN_BLOCKS: Final = stats.MIN_REPEATS
+MIN_SLICES: Final = MIN_BLOCKS * 3
+"""Fewest usable slices for a verdict: 3 blocks of 3 slices."""
+MAX_BLOCKS: Final = 10
+LAG_S: Final = 1.0
+"""A side whose lag exceeds this many seconds of its own traffic fell behind."""
+
+
+def layout(usable: list[int]) -> tuple[list[list[int]], int]:
+    """The blocks (lists of slice indices) and how many early slices were left out.
+
+    About sqrt(n) blocks of n // blocks consecutive usable slices; the earliest
+    remainder is dropped so every block has as many slices. One block of every
+    slice when there are too few for `MIN_BLOCKS`.
+    """
+    n = len(usable)
+    count = min(MAX_BLOCKS, math.isqrt(n))
+    if n < MIN_SLICES or count < MIN_BLOCKS:
+        return ([usable] if usable else []), 0
+    size = n // count
+    dropped = n - size * count
+    kept = usable[dropped:]
+    return [kept[i * size : (i + 1) * size] for i in range(count)], dropped
+
+
+def key(side: Side) -> str:
+    """A side's row key: `A: json+pydantic`."""
+    return f"{side.name}: {side.codec}"
+
+
+def figures(
+    side: Side, picked: list[int], slice_s: float, profile: str, repeat: int
+) -> CaseResult:
+    """The side's figures over the slices `picked`, as one `CaseResult`."""
+    s = side.series
+    seconds = len(picked) * slice_s
+    msgs = summed(s["messages"], picked) or 0.0
+    result = CaseResult(codec=key(side), profile=profile, repeat=repeat, mode="rate")
+    result.throughput = msgs / seconds
+    result.processed = round(msgs)
+    if (cpu := _pair(s, "cpu_seconds", "messages", picked)) is not None:
+        result.cpu_pct = 100 * cpu[0] / (cpu[2] * slice_s)
+        result.cpu_us_per_msg = 1e6 * cpu[0] / cpu[1] if cpu[1] > 0 else None
+    e2e = merged(side.histograms["e2e"], picked)
+    for field, q in (("e2e_p50_ms", 0.5), ("e2e_p99_ms", 0.99), ("e2e_p999_ms", 0.999)):
+        value = _quantile(e2e, q)
+        setattr(result, field, None if value is None else 1e3 * value)
+    median = _quantile(merged(side.histograms["decode"], picked), 0.5)
+    result.decode_p50_us = None if median is None else 1e6 * median
+    if (decode := _pair(s, "decode_sum", "decode_count", picked)) and decode[1] > 0:
+        result.decode_us = 1e6 * decode[0] / decode[1]
+    if (gc := _pair(s, "gc_seconds", "messages", picked)) is not None:
+        result.gc_ms_per_s = 1e3 * gc[0] / (gc[2] * slice_s)
+    if (runs := _pair(s, "gc_collections", "messages", picked)) and runs[1] > 0:
+        result.gc_per_1k_msgs = 1e3 * runs[0] / runs[1]
+    if (sent := _pair(s, "bytes", "messages", picked)) and sent[1] > 0:
+        result.wire_bytes = sent[0] / sent[1]
+    rss = [v for i in picked if (v := s["rss_bytes"][i]) is not None]
+    if rss:
+        result.rss_steady_mb = statistics.median(rss) / 2**20
+        result.rss_peak_mb = max(rss) / 2**20
+    lags = [v for i in picked if (v := s["lag"][i]) is not None]
+    if lags:
+        result.lag_end, result.lag_max = lags[-1], max(lags)
+        result.kept_up = lags[-1] <= LAG_S * max(result.throughput, 1.0)
+    dead = [v for i in picked if (v := s["dead_letters"][i]) is not None]
+    result.dead_lettered = round(math.fsum(dead))
+    return result
+
+
+def _pair(
+    s: dict[str, list[float | None]], top: str, bottom: str, picked: list[int]
+) -> tuple[float, float, int] | None:
+    """`top` and `bottom` summed over the slices of `picked` that have both (a
+    scrape missed under load leaves one series without a slice), and their count."""
+    both = [i for i in picked if s[top][i] is not None and s[bottom][i] is not None]
+    if not both:
+        return None
+    return summed(s[top], both) or 0.0, summed(s[bottom], both) or 0.0, len(both)
+
+
+def _quantile(cumulative: dict[float, float], q: float) -> float | None:
+    """`q` of a histogram given as cumulative `le` -> count (as Prometheus's)."""
+    if not cumulative:
+        return None
+    bounds = sorted(le for le in cumulative if not math.isinf(le))
+    counts, below = [], 0.0
+    for le in bounds:
+        counts.append(max(cumulative[le] - below, 0.0))
+        below = max(below, cumulative[le])
+    counts.append(max(cumulative.get(math.inf, below) - below, 0.0))
+    return quantile(bounds, counts, q)
+
+
+def ratios(
+    a: list[CaseResult], b: list[CaseResult], profile: str, decide: bool
+) -> list[Ratio]:
+    """B over A for each `DECIDED` figure, block by block; intervals when `decide`."""
+    found = []
+    for figure in DECIDED:
+        pairs = [
+            (x, y)
+            for ra, rb in zip(a, b, strict=True)
+            if _positive(x := getattr(ra, figure))
+            and _positive(y := getattr(rb, figure))
+        ]
+        if not pairs:
+            continue
+        xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
+        interval = stats.paired_ratio(xs, ys) if decide else None
+        logs = [math.log(y / x) for x, y in pairs]
+        found.append(
+            Ratio(
+                profile=profile,
+                codec=b[0].codec,
+                figure=figure,
+                pairs=len(pairs),
+                ratio=math.exp(statistics.fmean(logs)),
+                low=None if interval is None else interval.low,
+                high=None if interval is None else interval.high,
+                verdict=None if interval is None else stats.verdict(interval),
+            )
+        )
+    return found
+
+
+def _positive(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and value > 0

@@ -1,0 +1,13 @@
+"""A team's own schema: read into a shape, then into every form a codec needs.
+
+| module | holds |
+| --- | --- |
+| `loader` | `load_schema("MODULE:NAME" | "FILE.proto:Message")` to a `UserSchema` |
+| `pydantic_reader`, `msgspec_reader`, `proto_reader` | a model, a Struct or a `.proto` message read into a shape |
+| `type_hints`, `field_bounds` | annotations and `Field(...)` metadata read into kinds and bounds |
+| `skipped_checks` | which codec skips which check the user's own form makes |
+| `synthetic`, `regex_strings` | seeded synthetic payloads for any shape |
+
+May import `schemas.errors`, `schemas.shape`, `schemas.compare`, `schemas.derive` and
+`schemas.prototext`.
+"""

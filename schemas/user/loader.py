@@ -1,0 +1,187 @@
+"""`load_schema("MODULE:NAME" | "FILE.proto:Message")`: a user's type in all three forms.
+
+The user's own form is used as is (a pydantic model keeps its strict or lax setting,
+a msgspec Struct its options, a `.proto` its field types); only the missing forms are
+derived, in process and deterministically, from the type's shape.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+from google.protobuf import descriptor_pb2
+from google.protobuf.message import Message
+from pydantic import BaseModel
+
+from schemas.derive.msgspec_structs import build_structs
+from schemas.derive.proto_file import build_file, message_class
+from schemas.derive.pydantic_models import build_models
+from schemas.errors import ConfigError
+from schemas.prototext.parser import parse_proto
+from schemas.shape import MessageShape, Refusals
+from schemas.user.msgspec_reader import read_struct
+from schemas.user.proto_reader import full_message_name, read_proto
+from schemas.user.pydantic_reader import read_model
+
+SourceKind = Literal["pydantic", "msgspec", "proto"]
+
+
+@dataclass(frozen=True, slots=True)
+class UserSchema:
+    """A user's message type in the three forms the codecs take, like `Schema`.
+
+    Attributes:
+        name: the spec it was loaded from (`orders:Order`, `orders.proto:Order`).
+        struct: the msgspec form (the user's Struct, or derived).
+        model: the pydantic form (the user's model, or derived).
+        proto: the protobuf form (from the user's `.proto`, or derived).
+        shape: what the forms have in common; every derivation starts here.
+        source: which form is the user's own.
+        proto_file: the protobuf file the `proto` class comes from.
+        refused: codecs that cannot carry some field, by codec name, with one
+            "PATH: REASON" line per field; the other codecs run.
+    """
+
+    name: str
+    struct: type[msgspec.Struct]
+    model: type[BaseModel]
+    proto: type[Message]
+    shape: MessageShape
+    source: SourceKind
+    proto_file: descriptor_pb2.FileDescriptorProto
+    refused: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def refusal(self, codec: str) -> str | None:
+        """Why `codec` cannot run this schema (one line per field), or None."""
+        lines = self.refused.get(codec)
+        if not lines:
+            return None
+        where = "".join(f"\n  {line}" for line in lines)
+        fields = "a field" if len(lines) == 1 else f"{len(lines)} fields"
+        return f"schema error: {codec} cannot carry {fields} of {self.name}:{where}"
+
+
+def load_schema(spec: str) -> UserSchema:
+    """Load `MODULE:NAME` (a pydantic v2 model or msgspec Struct) or `FILE.proto:NAME`.
+
+    MODULE is imported from `sys.path`, then from the current directory; NAME may be
+    dotted (`Outer.Inner`). A `.proto` file is parsed without protoc; NAME is a
+    message name, relative to the file's package or full.
+
+    Raises:
+        ConfigError: one line, "schema error: ...", for a bad spec, a failed import
+            or a field that cannot be mapped (with its dotted path).
+    """
+    target, sep, name = spec.strip().rpartition(":")
+    if not sep or not target or not name:
+        raise ConfigError(
+            f"schema error: {spec!r}: expected MODULE:NAME or FILE.proto:MESSAGE"
+        )
+    if target.endswith(".proto"):
+        return _from_proto_file(spec, Path(target), name)
+    return from_class(_import(spec, target, name), spec)
+
+
+def from_class(cls: object, name: str) -> UserSchema:
+    """The three forms of a pydantic model or msgspec Struct class, named `name`.
+
+    Raises:
+        ConfigError: for any other object, or a field that cannot be mapped.
+    """
+    refusals = Refusals()
+    if isinstance(cls, type) and issubclass(cls, BaseModel):
+        shape = read_model(cls, refusals)
+        file = _derived_file(cls, shape)
+        return UserSchema(
+            name,
+            build_structs(shape),
+            cls,
+            message_class(file, shape.proto_name),
+            shape,
+            "pydantic",
+            file,
+            _by_codec(refusals),
+        )
+    if isinstance(cls, type) and issubclass(cls, msgspec.Struct):
+        shape = read_struct(cls, refusals)
+        file = _derived_file(cls, shape)
+        model = build_models(shape)
+        proto = message_class(file, shape.proto_name)
+        refused = _by_codec(refusals)
+        return UserSchema(name, cls, model, proto, shape, "msgspec", file, refused)
+    raise ConfigError(
+        f"schema error: {name}: {cls!r} is not a pydantic BaseModel or msgspec "
+        "Struct class"
+    )
+
+
+def _by_codec(refusals: Refusals) -> dict[str, tuple[str, ...]]:
+    return {codec: tuple(lines) for codec, lines in refusals.by_codec.items()}
+
+
+def _derived_file(cls: type, shape: MessageShape) -> descriptor_pb2.FileDescriptorProto:
+    """The derived `.proto` file: package and path follow the class's module."""
+    # "__main__" -> "main": protobuf package names are plain identifiers.
+    module = ".".join(part.strip("_") or "user" for part in cls.__module__.split("."))
+    return build_file(shape, module, module.replace(".", "/") + ".proto")
+
+
+def _from_proto_file(spec: str, path: Path, name: str) -> UserSchema:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"schema error: {spec}: cannot read {str(path)!r}: {exc}"
+        ) from None
+    file = parse_proto(text, path.name)
+    full = full_message_name(file, name)
+    proto = message_class(file, full)
+    shape = read_proto(file, full)
+    return UserSchema(
+        spec, build_structs(shape), build_models(shape), proto, shape, "proto", file
+    )
+
+
+def _import(spec: str, module: str, name: str) -> object:
+    try:
+        loaded = _import_module(module)
+    except ImportError as exc:
+        raise ConfigError(
+            f"schema error: {spec}: cannot import {module!r}: {exc}"
+        ) from None
+    except Exception as exc:  # a user's module may raise anything at import time
+        raise ConfigError(
+            f"schema error: {spec}: importing {module!r} raised "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+    obj: object = loaded
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"schema error: {spec}: {module!r} has no {name!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _import_module(module: str) -> object:
+    """Import `module`; on a miss, retry with the current directory on the path.
+
+    `python -m` puts the current directory on `sys.path`; a console script does
+    not, and a user running `codec-schema check mymodels:Order` expects both to work.
+    """
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        cwd = os.getcwd()
+        if cwd in sys.path or exc.name != module.split(".")[0]:
+            raise
+    sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(module)
+    finally:
+        sys.path.remove(cwd)

@@ -1,0 +1,210 @@
+"""Read a pydantic v2 model into a shape, refusing what the other forms cannot match.
+
+Aliases are the wire keys (what `model_dump(by_alias=True)` writes); `extra` and
+lax mode are recorded on each message shape, so the derived forms can follow them
+or the check can say which codec differs. Field metadata: `schemas.user.field_bounds`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import enum
+import uuid
+from typing import Any, Final
+
+import pydantic
+from pydantic import BaseModel, RootModel
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from schemas.shape import (
+    NO_DEFAULT,
+    FieldShape,
+    MessageShape,
+    Refusals,
+    Scalar,
+    TypeShape,
+    unique_name,
+)
+from schemas.user.field_bounds import WHY_CODE, MetaReader
+from schemas.user.type_hints import AnnotationReader
+
+_TRANSFORMS: Final = ("str_strip_whitespace", "str_to_lower", "str_to_upper")
+_CONFIG_REFUSED: Final = (*_TRANSFORMS, "str_min_length")
+_DECORATORS: Final = (
+    ("validators", "validator"),
+    ("field_validators", "custom validator"),
+    ("root_validators", "root validator"),
+    ("model_validators", "model validator"),
+    ("field_serializers", "custom serializer"),
+    ("model_serializers", "model serializer"),
+    ("computed_fields", "computed field"),
+)
+
+
+def read_model(
+    model: type[BaseModel], refusals: Refusals | None = None
+) -> MessageShape:
+    """The shape of `model` and the models it nests.
+
+    Args:
+        model: the user's model.
+        refusals: collects what some codecs cannot carry (`Refusals.by_codec`).
+
+    Raises:
+        ConfigError: naming every field no form can hold, one line each.
+    """
+    refusals = refusals if refusals is not None else Refusals()
+    shape = _ModelReader(refusals).message(model, model.__name__)
+    refusals.raise_any()
+    return shape
+
+
+class _ModelReader:
+    """One pass over a model tree; each nested class is read once."""
+
+    def __init__(self, refusals: Refusals) -> None:
+        self._refusals = refusals
+        self._done: dict[type, MessageShape] = {}
+        self._open: set[type] = set()
+        self._names: set[str] = set()
+        self._config: dict[str, Any] = {}
+        meta = MetaReader(refusals)
+        self._types = AnnotationReader(
+            refusals,
+            meta.read,
+            self._nested,
+            special=meta.special,
+            check_scalar=self._check_scalar,
+        )
+
+    def message(self, model: type[BaseModel], path: str) -> MessageShape:
+        """Read `model`, reached at `path`."""
+        if model in self._done:
+            return self._done[model]
+        if model in self._open:
+            return _placeholder(self._refusals, path, model)
+        self._open.add(model)
+        outer, self._config = self._config, dict(model.model_config)
+        self._check_model(model, path)
+        fields = tuple(
+            self._field(name, info, f"{path}.{name}")
+            for name, info in model.model_fields.items()
+        )
+        config, self._config = self._config, outer
+        self._open.discard(model)
+        name = unique_name(model.__name__, self._names)
+        shape = MessageShape(
+            name,
+            fields,
+            source=model,
+            forbid_unknown=config.get("extra") == "forbid",
+            lax=not config.get("strict"),
+        )
+        self._done[model] = shape
+        return shape
+
+    def _nested(self, cls: type, path: str) -> MessageShape | None:
+        if issubclass(cls, BaseModel):
+            return self.message(cls, path)
+        return None
+
+    def _check_model(self, model: type[BaseModel], path: str) -> None:
+        refuse = self._refusals.add
+        if not model.__pydantic_complete__:
+            try:  # a forward reference defined after the model: resolve it now
+                model.model_rebuild()
+            except pydantic.PydanticUserError as exc:
+                refuse(path, f"the model is not fully defined: {exc.message}")
+        if issubclass(model, RootModel):
+            refuse(path, "a RootModel is not a message with fields")
+        for key in _CONFIG_REFUSED:
+            if self._config.get(key):
+                refuse(path, f"model_config {key} changes values on the way in")
+        if self._config.get("json_encoders"):
+            refuse(path, "model_config json_encoders changes the JSON wire")
+        decorators = model.__pydantic_decorators__
+        for attr, what in _DECORATORS:
+            for name, dec in getattr(decorators, attr).items():
+                targets = getattr(dec.info, "fields", ("*",))
+                where = path if "*" in targets else f"{path}.{targets[0]}"
+                refuse(where, f"{what} {name!r}: {WHY_CODE}")
+
+    def _field(self, name: str, info: FieldInfo, path: str) -> FieldShape:
+        refuse = self._refusals.add
+        alias = self._alias(info, path)
+        if info.exclude:
+            refuse(path, "exclude=True drops the field from pydantic's JSON only")
+        shape, nullable = self._types.field_type(info.annotation, info.metadata, path)
+        default: Any = NO_DEFAULT
+        factory: Any = info.default_factory
+        if factory is not None and getattr(info, "default_factory_takes_data", False):
+            refuse(path, "a default factory that reads the other fields is not mapped")
+            factory = None
+        if info.default is not PydanticUndefined:
+            default, factory = _default(info.default, shape, nullable, path, refuse)
+        wire = None if alias in (None, name) else alias
+        return FieldShape(name, shape, nullable, default, factory, wire)
+
+    def _alias(self, info: FieldInfo, path: str) -> str | None:
+        """The wire key: the alias pydantic writes with `by_alias=True`."""
+        written = info.serialization_alias or info.alias
+        read = info.validation_alias if info.validation_alias is not None else written
+        if read is not None and not isinstance(read, str):
+            self._refusals.add(
+                path,
+                "validation_alias with several or nested keys reads keys the field "
+                "is not written under: the other forms read and write one key",
+            )
+        elif read != written:
+            self._refusals.add(
+                path,
+                f"it is read under {read!r} but written under {written!r}: the "
+                "other forms read and write one key",
+            )
+        return written
+
+    def _check_scalar(self, scalar: Scalar, markers: set[str], path: str) -> None:
+        if scalar.kind != "bytes" or "base64" in markers:
+            return
+        ser = self._config.get("ser_json_bytes", "utf8")
+        how = "URL-safe base64" if ser == "base64" else f"{ser} text"
+        self._refusals.add(
+            path,
+            f"pydantic writes bytes to JSON as {how} (ser_json_bytes={ser!r}) and "
+            "msgspec as standard base64, which msgspec alone reads back: declare "
+            "it pydantic.Base64Bytes",
+        )
+
+
+def _default(
+    value: Any, shape: TypeShape, nullable: bool, path: str, refuse: Any
+) -> tuple[Any, Any]:
+    """A field default as (value, factory), or a refusal for unmappable ones."""
+    if value is None and nullable:
+        return None, None
+    if value == [] or value == {}:
+        return NO_DEFAULT, type(value)
+    immutable = (
+        bool,
+        int,
+        float,
+        str,
+        bytes,
+        datetime.datetime,
+        enum.Enum,
+        uuid.UUID,
+        decimal.Decimal,
+    )
+    if isinstance(value, immutable) and not isinstance(shape, MessageShape):
+        return value, None
+    refuse(path, f"the default {type(value).__name__} value is not carried over")
+    return NO_DEFAULT, None
+
+
+def _placeholder(refusals: Refusals, path: str, model: type) -> MessageShape:
+    refusals.add(
+        path, f"{model.__name__} refers to itself: recursive models are not mapped"
+    )
+    return MessageShape(model.__name__)

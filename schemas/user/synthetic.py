@@ -1,0 +1,268 @@
+"""Seeded synthetic payloads for a user's schema, as builtins every codec accepts.
+
+Like `loadgen.payloads.make_payloads`, the payloads are plain JSON-like data (dicts,
+lists, str, int, float, bool, None) that each codec's `from_builtins` turns into its
+native object; the same seed gives the same payloads. Values JSON has no type for are
+written as JSON carries them, so that every form reads them back exactly:
+
+| shape | builtins value |
+| --- | --- |
+| datetime | RFC 3339 text in UTC with microseconds (`2026-03-01T12:00:00.123456Z`) |
+| bytes | standard base64 text |
+| UUID | its canonical text (version 4) |
+| Decimal | its text, with `decimal_places` places (2 when unset) and `max_digits` digits |
+| str with a `pattern` | a string the pattern matches (`schemas.user.regex_strings`) |
+
+Keys are the wire keys (a field's alias, else its name), as `model_dump(by_alias=True)`
+and every codec's `from_builtins` have them.
+| enum | the member's value |
+| map with int keys | a dict with int keys |
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import decimal
+import random
+import string
+import uuid
+from dataclasses import dataclass
+from typing import Any, Final
+
+from schemas.errors import ConfigError
+from schemas.shape import (
+    Choice,
+    Constraints,
+    FieldShape,
+    ListOf,
+    MapOf,
+    MessageShape,
+    Scalar,
+    TypeShape,
+    int_range,
+    int_width,
+    messages,
+    refusal_text,
+)
+from schemas.user.regex_strings import matching, unsupported
+
+_ALPHABET: Final = string.ascii_letters + string.digits + " -_.éüß€"
+"""Mostly ASCII, plus a few multi-byte characters so that UTF-8 paths are exercised."""
+
+_EPOCH: Final = datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC)
+_SPAN_S: Final = 10 * 365 * 86_400
+_WIDTH_RANGE: Final[dict[str, tuple[int, int]]] = {
+    "int32": (-(2**31), 2**31 - 1),
+    "uint32": (0, 2**32 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+    "uint64": (0, 2**64 - 1),
+}
+_SMALL: Final = 1_000_000
+_DEFAULT_FLOATS: Final = (-10_000.0, 10_000.0)
+
+
+@dataclass(frozen=True, slots=True)
+class SynthOptions:
+    """Sizes of synthetic payloads; each range is inclusive (lo, hi).
+
+    Attributes:
+        list_len: items per list.
+        map_len: entries per map.
+        str_len: characters per string.
+        bytes_len: bytes per bytes value.
+        none_ratio: how often a nullable field is None (0 to 1).
+    """
+
+    list_len: tuple[int, int] = (2, 4)
+    map_len: tuple[int, int] = (1, 3)
+    str_len: tuple[int, int] = (5, 20)
+    bytes_len: tuple[int, int] = (4, 32)
+    none_ratio: float = 0.25
+
+
+def make_payloads(
+    shape: MessageShape,
+    count: int,
+    *,
+    seed: int = 0,
+    options: SynthOptions | None = None,
+) -> list[dict[str, Any]]:
+    """`count` varied payloads of `shape`, reproducible from `seed`.
+
+    Raises:
+        ConfigError: when a field's bounds leave nothing to generate (a string
+            `pattern` with look-arounds, say): every such field, a line each.
+    """
+    _check_patterns(shape)
+    synth = _Synth(random.Random(seed), options or SynthOptions())  # noqa: S311  (seeded test data, not secrets)
+    return [synth.message(shape, shape.name) for _ in range(count)]
+
+
+class _Synth:
+    def __init__(self, rng: random.Random, options: SynthOptions) -> None:
+        self._rng = rng
+        self._options = options
+
+    def message(self, shape: MessageShape, path: str) -> dict[str, Any]:
+        return {f.wire: self._field(f, f"{path}.{f.name}") for f in shape.fields}
+
+    def _field(self, f: FieldShape, path: str) -> Any:
+        if f.nullable and self._rng.random() < self._options.none_ratio:
+            return None
+        return self._value(f.type, path)
+
+    def _value(self, shape: TypeShape, path: str) -> Any:
+        if isinstance(shape, MessageShape):
+            return self.message(shape, path)
+        if isinstance(shape, Choice):
+            return self._rng.choice(shape.values)
+        if isinstance(shape, ListOf):
+            n = self._length(self._options.list_len, shape.constraints, path)
+            return [self._value(shape.item, f"{path}[]") for _ in range(n)]
+        if isinstance(shape, MapOf):
+            return self._map(shape, path)
+        return self._scalar(shape, path)
+
+    def _map(self, shape: MapOf, path: str) -> dict[Any, Any]:
+        n = self._length(self._options.map_len, shape.constraints, path)
+        keys: dict[Any, None] = {}
+        # Distinct keys: a short key space may hold fewer than n; stop trying then.
+        for _ in range(n * 10):
+            if len(keys) == n:
+                break
+            keys[self._scalar(shape.key, f"{path}{{key}}")] = None
+        return {k: self._value(shape.value, f"{path}{{}}") for k in keys}
+
+    def _scalar(self, shape: Scalar, path: str) -> Any:
+        rng, bounds = self._rng, shape.constraints
+        if shape.kind == "str":
+            if bounds.pattern is not None:
+                return self._matching(bounds, path)
+            n = self._length(self._options.str_len, bounds, path)
+            return "".join(rng.choice(_ALPHABET) for _ in range(n))
+        if shape.kind == "uuid":
+            return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        if shape.kind == "decimal":
+            return self._decimal(bounds, path)
+        if shape.kind == "int":
+            return self._int(bounds, path)
+        if shape.kind == "float":
+            return self._float(bounds, path)
+        if shape.kind == "bool":
+            return rng.random() < 0.5
+        if shape.kind == "bytes":
+            n = self._length(self._options.bytes_len, bounds, path)
+            return base64.b64encode(rng.randbytes(n)).decode()
+        moment = _EPOCH + datetime.timedelta(
+            seconds=rng.randrange(_SPAN_S), microseconds=rng.randrange(1_000_000)
+        )
+        return moment.isoformat().replace("+00:00", "Z")
+
+    def _matching(self, bounds: Constraints, path: str) -> str:
+        assert bounds.pattern is not None  # noqa: S101  (the caller checked)
+        text = matching(
+            bounds.pattern, self._rng, bounds.min_length or 0, bounds.max_length
+        )
+        if text is None:
+            raise ConfigError(
+                f"schema error: {path}: no string of its lengths matches the "
+                f"pattern {bounds.pattern!r}"
+            )
+        return text
+
+    def _decimal(self, bounds: Constraints, path: str) -> str:
+        places = 2 if bounds.decimal_places is None else bounds.decimal_places
+        digits = bounds.max_digits
+        # The largest magnitude the digits allow, in units of the last place.
+        most = 10**digits - 1 if digits is not None else None
+        scale = 10**places
+        lo = _bound(bounds.ge, bounds.gt, _DEFAULT_FLOATS[0], max)
+        hi = _bound(bounds.le, bounds.lt, _DEFAULT_FLOATS[1], min)
+        low, high = int(-(-lo * scale // 1)), int(hi * scale // 1)
+        if most is not None:
+            low, high = max(low, -most), min(high, most)
+        if low > high:
+            raise ConfigError(f"schema error: {path}: no Decimal fits its bounds")
+        value = decimal.Decimal(self._rng.randint(low, high)).scaleb(-places)
+        return format(value, "f")
+
+    def _length(self, wanted: tuple[int, int], bounds: Constraints, path: str) -> int:
+        lo = max(wanted[0], bounds.min_length or 0)
+        hi = min(
+            wanted[1], bounds.max_length if bounds.max_length is not None else wanted[1]
+        )
+        if lo > hi:  # the bounds win over the requested sizes
+            lo = hi = bounds.min_length if bounds.min_length is not None else hi
+        if bounds.max_length is not None and lo > bounds.max_length:
+            raise ConfigError(f"schema error: {path}: min_length > max_length")
+        return self._rng.randint(lo, hi)
+
+    def _int(self, bounds: Constraints, path: str) -> int:
+        low, high = _WIDTH_RANGE[int_width(bounds)]
+        lo_b, hi_b = int_range(bounds)
+        lo = low if lo_b is None else max(low, lo_b)
+        hi = high if hi_b is None else min(high, hi_b)
+        # Small values by default (+-1e6): short on every wire. Bounds that lie
+        # wholly outside that window get a window of the same width at their edge.
+        clip_lo, clip_hi = max(lo, -_SMALL), min(hi, _SMALL)
+        if clip_lo <= clip_hi:
+            lo, hi = clip_lo, clip_hi
+        elif lo > _SMALL:
+            hi = min(hi, lo + 2 * _SMALL)
+        else:
+            lo = max(lo, hi - 2 * _SMALL)
+        step = int(bounds.multiple_of or 1)
+        first, last = -(-lo // step), hi // step
+        if first > last:
+            raise ConfigError(f"schema error: {path}: no int fits its bounds")
+        return self._rng.randint(first, last) * step
+
+    def _float(self, bounds: Constraints, path: str) -> float:
+        lo = _bound(bounds.ge, bounds.gt, _DEFAULT_FLOATS[0], max)
+        hi = _bound(bounds.le, bounds.lt, _DEFAULT_FLOATS[1], min)
+        if lo > hi:
+            raise ConfigError(f"schema error: {path}: no float fits its bounds")
+        if bounds.multiple_of:
+            step = float(bounds.multiple_of)
+            return self._rng.randint(int(-(-lo // step)), int(hi // step)) * step
+        # Four decimals: short JSON, and every codec reads the same double back.
+        value = round(self._rng.uniform(lo, hi), 4)
+        return min(max(value, lo), hi)
+
+
+def _bound(
+    inclusive: float | None, exclusive: float | None, default: float, pick: Any
+) -> float:
+    """The tighter of a default range end and the field's own bound."""
+    value = default
+    if inclusive is not None:
+        value = pick(value, float(inclusive))
+    if exclusive is not None:
+        # Step just inside an exclusive bound: 1e-4 matches the rounding above.
+        value = pick(value, float(exclusive) + (1e-4 if pick is max else -1e-4))
+    return value
+
+
+def _check_patterns(root: MessageShape) -> None:
+    """Refuse every pattern no string can be made for, a line per field."""
+    found: list[str] = []
+    for msg in messages(root):
+        for f in msg.fields:
+            for leaf in _leaves(f.type):
+                pattern = leaf.constraints.pattern
+                why = None if pattern is None else unsupported(pattern)
+                if why is not None:
+                    found.append(f"{msg.name}.{f.name}: {why}")
+    if len(found) == 1:
+        raise ConfigError("schema error: " + found[0])
+    if found:
+        raise ConfigError(refusal_text(found))
+
+
+def _leaves(shape: TypeShape) -> list[Scalar]:
+    if isinstance(shape, ListOf):
+        return _leaves(shape.item)
+    if isinstance(shape, MapOf):
+        return [shape.key, *_leaves(shape.value)]
+    return [shape] if isinstance(shape, Scalar) else []

@@ -1,0 +1,10 @@
+"""What the loop writes whose acknowledgement gates the source offset.
+
+| module | holds |
+| --- | --- |
+| `dead_letters` | poison messages: the reason, the error headers, DLQ or a stop |
+| `gated_writes` | dead letters and outputs produced and confirmed before offsets move |
+| `held_partitions` | a batch whose writes failed: rewind, pause, retry with back-off |
+
+May import `service.kafka`, `service.settings`, `service.telemetry`, and `schemas`.
+"""

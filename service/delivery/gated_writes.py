@@ -1,0 +1,253 @@
+"""Writes whose acknowledgement gates the source offset: dead letters and output.
+
+The worker stores a source offset only after everything the batch produced (its
+dead letters and its output records) is acknowledged by the broker, the order Kafka
+Connect (`awaitFutures`) and Spring (`failIfSendResultIsError`) use. A write that is
+still not acknowledged after `timeout_s`, or refused, raises `DeliveryError`: the
+loop then stores none of the batch's offsets, rewinds and pauses its partitions and
+retries later (`service.delivery.held_partitions`), so nothing is lost and nothing stops.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+from confluent_kafka import KafkaError, KafkaException
+
+from schemas.errors import CodecError, DeliveryError
+from service.kafka.admin_topics import Topics
+from service.kafka.protocols import Headers, KafkaMessage, KafkaProducer
+from service.settings.worker import Settings
+
+DLQ_PREFIX: Final = "x-dlq-"
+_MAX_MESSAGE: Final = 200
+_GRACE_S: Final = 5.0
+_SLICE_S: Final = 0.25
+"""How often `confirm` looks up from its wait to see whether the worker stops."""
+"""`confirm` waits this long past `timeout_s`: librdkafka fails a write when its
+`message.timeout.ms` (set to `timeout_s`) runs out and reports it just after, so the
+grace turns a bare "not acknowledged" into the write's own error and topic."""
+_NO_TOPIC: Final = frozenset(
+    {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC}
+)
+WORKER_ID: Final = f"{socket.gethostname()}-{os.getpid()}"
+
+
+_OWN_KEYS: Final = frozenset({"droppable", "dropped"})
+"""Keys of a queued record that are this class's bookkeeping, not the client's."""
+_BATCH_SIZE: Final = 1_000_000
+"""librdkafka's default `batch.size`."""
+
+
+def writer_config(settings: Settings, admin: Topics | None) -> dict[str, Any]:
+    """The dead-letter and output producer's librdkafka settings.
+
+    What the consumer can receive, the producer can send (`message.max.bytes`
+    follows `fetch_max_bytes`). The broker refuses a whole record batch over the
+    topic's `max.message.bytes`, small records and all, so `batch.size` stays below
+    the smallest limit of the written topics; then only a record too large alone
+    is refused, and a dead letter is written again without its value.
+    """
+    p = settings.processing
+    conf = settings.producer_config(plaintext_secrets=True)
+    conf["message.timeout.ms"] = int(p.delivery_timeout_s * 1000)
+    fetch_max = settings.consumer.fetch_max_bytes
+    conf["message.max.bytes"] = min(1_000_000_000, fetch_max + 65_536)
+    topics = [p.dlq_topic_for(settings.consumer.topic), p.output_topic]
+    limits = [admin.max_message_bytes(t) for t in topics if t] if admin else []
+    known = [n for n in limits if n is not None]
+    if known and min(known) - 1024 < _BATCH_SIZE:
+        conf["batch.size"] = max(1024, min(known) - 1024)
+    return conf
+
+
+def dead_letter_headers(
+    msg: KafkaMessage,
+    error: Exception,
+    *,
+    codec: str,
+    group: str,
+    stage: str,
+    attempts: int = 1,
+) -> Headers:
+    """The original headers plus `x-dlq-*` error context (never payload values).
+
+    A logic error's letter also says how many attempts the logic made
+    (`x-dlq-attempts`, the retry budget)."""
+    if isinstance(error, CodecError):
+        reason, exc_type, text = error.reason, error.cause_type, str(error)
+    else:  # a LogicError, whose text never quotes input (see service/delivery/dead_letters.py)
+        cause = error.__cause__ or error
+        reason = "logic"
+        exc_type = f"{type(cause).__module__}.{type(cause).__qualname__}"
+        text = str(error)
+    headers: Headers = list(msg.headers() or ())
+    headers += [
+        (DLQ_PREFIX + "reason", reason.encode()),
+        (DLQ_PREFIX + "stage", stage.encode()),
+        (DLQ_PREFIX + "exception-type", (exc_type or type(error).__name__).encode()),
+        (DLQ_PREFIX + "exception-message", text[:_MAX_MESSAGE].encode()),
+        (DLQ_PREFIX + "codec", codec.encode()),
+        (DLQ_PREFIX + "topic", (msg.topic() or "").encode()),
+        (DLQ_PREFIX + "partition", str(msg.partition()).encode()),
+        (DLQ_PREFIX + "offset", str(msg.offset()).encode()),
+        (DLQ_PREFIX + "timestamp", str(msg.timestamp()[1]).encode()),
+        (DLQ_PREFIX + "group", group.encode()),
+        (DLQ_PREFIX + "worker", WORKER_ID.encode()),
+    ]
+    if stage == "process":
+        headers.append((DLQ_PREFIX + "attempts", str(attempts).encode()))
+    return headers
+
+
+class ConfirmedProducer:
+    """A producer whose writes are confirmed together, once per batch.
+
+    A dead letter too large for the producer or the topic is written again without
+    its value (`droppable` writes only): its headers keep the original's size and
+    sha256, so oversize poison never stops the group and still leaves a trace.
+
+    Args:
+        producer: an idempotent confluent-kafka producer.
+        timeout_s: how long `confirm` waits for every acknowledgement (the
+            producer's `message.timeout.ms`; `confirm` allows 5 s more for its
+            failure reports).
+        interrupted: True once the worker is shutting down: `confirm` then stops
+            waiting within `_SLICE_S` and the batch is left unstored (its
+            messages are read again), so a stalled broker cannot hold a SIGTERM
+            for the whole delivery timeout.
+    """
+
+    def __init__(
+        self,
+        producer: KafkaProducer,
+        timeout_s: float,
+        interrupted: Callable[[], bool] | None = None,
+    ) -> None:
+        self._producer = producer
+        self._timeout_s = timeout_s
+        self._interrupted = interrupted
+        self._pending: dict[str, int] = {}
+        self._failed: list[tuple[Any, dict[str, Any]]] = []
+        self._epoch = 0
+        self.values_dropped = 0
+        """Dead letters acknowledged without their value so far (see the class)."""
+
+    @property
+    def pending(self) -> int:
+        """Writes produced and not yet acknowledged or failed."""
+        return sum(self._pending.values())
+
+    def produce(self, topic: str, *, droppable: bool = False, **record: Any) -> None:
+        """Queue one record; its delivery is checked by the next `confirm`.
+
+        Raises:
+            DeliveryError: the client refused the record (not retried here).
+        """
+        record["topic"] = topic
+        record["droppable"] = droppable
+        epoch = self._epoch
+
+        def on_delivery(err: Any, _msg: Any) -> None:
+            if epoch != self._epoch:  # abandoned: its batch is processed again
+                return
+            self._pending[topic] -= 1
+            if err is not None:
+                self._failed.append((err, record))
+            elif record.get("dropped"):
+                self.values_dropped += 1
+
+        while True:
+            try:
+                self._producer.produce(
+                    on_delivery=on_delivery,
+                    **{k: v for k, v in record.items() if k not in _OWN_KEYS},
+                )
+                break
+            except BufferError:  # local queue full: serve delivery reports, retry
+                self._producer.poll(0.05)
+            except KafkaException as exc:  # refused before queueing (size, config)
+                err = exc.args[0]
+                if self._dropped_value(err, record):
+                    continue
+                raise DeliveryError(_refused(topic, err)) from None
+        self._pending[topic] = self._pending.get(topic, 0) + 1
+
+    def confirm(self) -> int:
+        """Wait until every queued write is acknowledged; return how many were.
+
+        Raises:
+            DeliveryError: a write failed or timed out; nothing may be stored. Call
+                `abandon` before producing again.
+        """
+        confirmed = self.pending
+        deadline = time.monotonic() + self._timeout_s + _GRACE_S
+        interrupted = self._interrupted
+        while self.pending or self._failed:
+            left = max(0.0, deadline - time.monotonic())
+            self._producer.flush(left if interrupted is None else min(left, _SLICE_S))
+            if self._failed:
+                self._retry_or_raise()
+            elif self.pending and interrupted is not None and interrupted():
+                raise DeliveryError(
+                    f"shutting down with {self.pending} write(s) not acknowledged: "
+                    "their batch is not stored, and is read again"
+                )
+            elif self.pending and time.monotonic() >= deadline:
+                late = ", ".join(
+                    f"{n} to {topic!r}" for topic, n in self._pending.items() if n
+                )
+                raise DeliveryError(
+                    f"write(s) not acknowledged in {self._timeout_s}s: {late}"
+                )
+        return confirmed
+
+    def abandon(self) -> None:
+        """Forget every unconfirmed write (their batch is processed again later).
+
+        Their delivery reports, if any still come, are ignored; a write that did
+        land is written again by the retry (at-least-once).
+        """
+        self._epoch += 1
+        self._pending = {}
+        self._failed = []
+
+    def _dropped_value(self, err: Any, record: dict[str, Any]) -> bool:
+        """Strip a too-large dead letter's value in place; True if it was."""
+        value = record.get("value")
+        if err.code() != KafkaError.MSG_SIZE_TOO_LARGE or not value:
+            return False
+        if not record["droppable"]:
+            return False
+        record["headers"] = [
+            *record.get("headers", ()),
+            (DLQ_PREFIX + "value-dropped-bytes", str(len(value)).encode()),
+            (DLQ_PREFIX + "value-sha256", hashlib.sha256(value).hexdigest().encode()),
+            (DLQ_PREFIX + "value-dropped-reason", err.name().encode()),
+        ]
+        record["value"] = None
+        record["dropped"] = True
+        return True
+
+    def _retry_or_raise(self) -> None:
+        failed, self._failed = self._failed, []
+        for err, record in failed:
+            if self._dropped_value(err, record):
+                topic = record.pop("topic")
+                self.produce(topic, **record)
+                continue
+            raise DeliveryError(_refused(record["topic"], err))
+
+
+def _refused(topic: str, err: Any) -> str:
+    hint = ""
+    if err.code() in _NO_TOPIC:  # deleted since the start-up check
+        hint = " (no such topic: create it; the worker retries until it exists)"
+    elif err.code() == KafkaError._MSG_TIMED_OUT:
+        hint = " (is the topic there, and its leader up? the worker retries)"
+    return f"write to {topic!r} failed: {err.name()}: {err.str()}" + hint

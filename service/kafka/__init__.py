@@ -1,0 +1,14 @@
+"""The Kafka connection every tool shares, and the names the parts agree on.
+
+| module | holds |
+| --- | --- |
+| `connection` | `[kafka]` fields, secrets and their librdkafka mapping |
+| `security_check` | whether the cluster accepts this client's security settings, asked once |
+| `admin_topics` | topics through one AdminClient: exists, create, delete, list |
+| `broker_record` | where `codec-kafka start` records the local broker, read by every tool |
+| `headers` | the message headers of DESIGN.md (`x-seq`, `x-sent-ns`, ...) |
+| `protocols` | type aliases and Protocols for confluent-kafka's objects |
+
+May import `service.lifecycle`, `service.telemetry` and `schemas`; `loadgen`,
+`localkafka` and `abrunner` build on it.
+"""

@@ -1,0 +1,13 @@
+"""The hot path: consume a batch, decode, handle and drop each message, store offsets.
+
+| module | holds |
+| --- | --- |
+| `batch_loop` | `BatchLoop`: consume a batch, run it, update the metrics once, store offsets |
+| `hotpath` | `MessagePath`: the per-message decode and logic, with no per-message overhead |
+| `partition_starts` | where a partition with no committed offset starts under `latest` |
+| `heap_trim` | large payloads handed back to the kernel once a burst ends |
+| `shutdown_budget` | what a SIGTERM may still cost: the last batch, the flush, the close |
+
+May import `service.delivery`, `service.kafka`, `service.lifecycle`, `service.logic`,
+`service.telemetry`, and `schemas`/`codec`; nothing imports it but `service.app`.
+"""

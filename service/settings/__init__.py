@@ -1,0 +1,11 @@
+"""One settings system for every tool: TOML, environment, flags, clear errors.
+
+| module | holds |
+| --- | --- |
+| `sources` | TOML sections, environment variables, precedence and the exit-2 errors |
+| `cli_flags` | the command-line flags over those settings, one shape for every tool |
+| `worker` | the worker's own `[worker.*]` sections beside the shared `[kafka]` |
+
+May import `service` (its version), `service.kafka`, `service.logic`, `schemas` and
+`codec`; `loadgen`, `abrunner` and the other tools build their settings on it.
+"""
