@@ -47,9 +47,11 @@ test-unit: setup  ## Unit tests (no network)
 test-integration: setup  ## Integration tests against a real broker (started if none is given)
 	$(PY) -m pytest tests/integration
 
+TEST_WORKERS ?= 3
+
 test: setup  ## Everything CI runs: lint, types, unit, integration tests and the fault suite's fast set
 	$(MAKE) --no-print-directory lint typecheck
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --durations=20
 
 check: lint typecheck test-unit  ## Fast pre-commit checks
 

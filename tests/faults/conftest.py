@@ -1,14 +1,13 @@
-"""pytest for the fault suite's fast set: the `faults` marker and the shared broker."""
+"""pytest for the fault suite's fast set: the `faults` marker and its environment on
+the session's broker (`tests/conftest.py`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.faults.harness import Env
-from tests.faults.runner import shared_broker
 
 _HERE = Path(__file__).resolve().parent
 
@@ -32,7 +31,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def fault_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    """The fast set's environment: the shared broker and a folder for logs."""
-    with shared_broker() as bootstrap:
-        yield Env(bootstrap, tmp_path_factory.mktemp("faults"), fast=True)
+def fault_env(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Env:
+    """The fast set's environment: the session's broker and a folder for logs."""
+    return Env(kafka_bootstrap, tmp_path_factory.mktemp("faults"), fast=True)

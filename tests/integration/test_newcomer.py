@@ -26,7 +26,13 @@ import pytest
 from localkafka.process import port_open
 from service.kafka.broker_record import DEFAULT_DATA_DIR, read_state
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+    # The quick start records its broker in the repository's `.local-kafka/`, where
+    # every tool given no address finds it: nothing else runs while it is there.
+    pytest.mark.exclusive,
+]
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 README: Final = ROOT / "README.md"

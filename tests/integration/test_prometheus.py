@@ -44,7 +44,10 @@ from tests.deploy.support import (
     variable_query,
 )
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.prometheus,
+    pytest.mark.slow,
+]
 
 
 def _two_sided(expr: str) -> bool:

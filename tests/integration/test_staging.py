@@ -34,7 +34,13 @@ from service.lifecycle.child_processes import free_ports
 from tests.deploy.staging_stack import RATE, Stack, running
 from tests.deploy.support import GRAFANA_DIR, panel_queries
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.prometheus,
+    pytest.mark.slow,
+    # The window's CPU figures (verdicts, the lab agreement) would move with a test
+    # running beside them.
+    pytest.mark.exclusive,
+]
 
 WINDOW_S: Final = 72
 SLICE: Final = "4s"
