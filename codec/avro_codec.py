@@ -25,6 +25,7 @@ from typing import Any, Final, Generic, TypeVar
 import fastavro
 import msgspec
 
+from codec.avro_exact import walker
 from codec.base import AVRO, MalformedBuffer, as_encode_error, safe_decode
 from schemas.derive.avro_schema import avro_schema, logical_decimal
 from schemas.shape import ListOf, MapOf, MessageShape, Scalar, TypeShape
@@ -50,8 +51,10 @@ class AvroCodec(Generic[S]):
         read = fastavro.schemaless_reader
         convert = msgspec.convert
         bytes_io = io.BytesIO
+        exact = walker(self.schema)
 
         def decode_unchecked(data: bytes) -> S:
+            exact(data)  # fastavro reads malformed varints as wrong values
             stream = bytes_io(data)
             record = read(stream, parsed, None)
             if stream.tell() != len(data):

@@ -128,6 +128,10 @@ def _capnp() -> dict[str, bytes]:
     }
 
 
+_SMALL_TAIL = b"\x02x\x00\x00"
+"""A `small` Avro Payload after its `id`: name "x", no tags, no metrics."""
+
+
 def _avro() -> dict[str, bytes]:
     small = _valid("avro", "small")
     return {
@@ -136,6 +140,11 @@ def _avro() -> dict[str, bytes]:
         "avro-huge-array": b"\x02\x00" + b"\xfe\xff\xff\xff\xff\xff\xff\xff\x7f",
         "avro-negative-block": b"\x02\x00\x01\xfe\xff\xff\xff\x0f\x00",
         "avro-overlong-varint": b"\xff" * 20,
+        # the issue's longs (`small`'s id), each a value to fastavro alone
+        "avro-long-20-bytes": b"\x80" * 19 + b"\x01" + _SMALL_TAIL,
+        "avro-long-11-bytes": b"\x80" * 10 + b"\x01" + _SMALL_TAIL,
+        "avro-long-past-64-bits": b"\xff" * 9 + b"\x7f" + _SMALL_TAIL,
+        "avro-long-zigzag-2-64": b"\x80" * 9 + b"\x02" + _SMALL_TAIL,
         "avro-trailing-bytes": small + b"\x00",
         "avro-truncated": small[:-2],
     }

@@ -41,6 +41,7 @@ PARTS = {
     "codec": {
         "codec.base": 0,
         "codec.views": 1,
+        "codec.avro_exact": 1,
         "codec.msgspec_codec": 2,
         "codec.pydantic_json": 2,
         "codec.protobuf_codec": 2,
