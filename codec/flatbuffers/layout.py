@@ -11,6 +11,7 @@ stored as its text and read back as `uuid.UUID` or `Decimal`, converted as
 from __future__ import annotations
 
 import datetime
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -47,6 +48,7 @@ PREPEND: Final = {
     "uint": "PrependUint32Slot",
     "bool": "PrependBoolSlot",
 }
+_U32: Final = struct.Struct("<I").unpack_from
 EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _MICRO: Final = datetime.timedelta(microseconds=1)
 _NAIVE_EPOCH: Final = EPOCH.replace(tzinfo=None)
@@ -218,13 +220,43 @@ def reader(
     length = getattr(cls, s.accessor + "Length")
     if kind == "vec_string":
         item = _from_text(s.shape.item) if isinstance(s.shape, ListOf) else None
-        if item is not None:
-            return lambda r: [item(acc(r, i).decode()) for i in range(length(r))]
-        return lambda r: [acc(r, i).decode() for i in range(length(r))]
+        return _string_list(s.slot, item)
     if entry is not None:
         return lambda r: dict(entry(acc(r, i)) for i in range(length(r)))
     wrap = _need(view)
     return lambda r: [wrap(acc(r, i)) for i in range(length(r))]
+
+
+def _string_list(
+    slot: int, item: Callable[[str], Any] | None
+) -> Callable[[Any], list[Any]]:
+    """A `[string]` field as a list, each distinct string decoded once.
+
+    A vector may hold many offsets to one string (issue 30: 500,000 to one of 2 MiB
+    in 4 MB): flatc's accessor decodes per offset, which multiplies the read by the
+    sharing; here the list holds the same `str` at each offset, so reading costs
+    the vector's length plus each distinct string's bytes, at most the buffer's.
+    """
+    field = 4 + 2 * slot  # the slot's entry in the vtable, as flatc's accessor reads
+
+    def read(r: Any) -> list[Any]:
+        tab = r._tab
+        o = tab.Offset(field)
+        if not o:
+            return []
+        buf, start = tab.Bytes, tab.Vector(o)
+        seen: dict[int, Any] = {}
+        out = []
+        for at in range(start, start + 4 * tab.VectorLen(o), 4):
+            pos = at + _U32(buf, at)[0]
+            value = seen.get(pos)
+            if value is None:
+                text = buf[pos + 4 : pos + 4 + _U32(buf, pos)[0]].decode()
+                value = seen[pos] = text if item is None else item(text)
+            out.append(value)
+        return out
+
+    return read
 
 
 def _from_text(shape: TypeShape) -> Callable[[str], Any] | None:

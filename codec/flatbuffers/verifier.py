@@ -4,13 +4,22 @@ FlatBuffers' Python runtime has no verifier (the C++ one is not exposed): its
 accessors trust every offset in the buffer, so a hostile buffer yields garbage,
 an `IndexError` or a `struct.error` only when a field is read, deep in the
 business logic. `decode` therefore runs this verifier over the whole buffer first,
-as the C++ `Verifier` does, and a buffer it passes can be read field by field with
-no error: the file identifier (the schema), the root offset, every table's vtable
-and size, every field inside its table, every string (inside the buffer,
-NUL-terminated, valid UTF-8), every vector's length, every required field present,
-nesting at most `MAX_DEPTH`, and at most one object per 4 bytes of buffer (shared
-sub-objects cannot blow up the work a small buffer causes). Offsets are unsigned
-and point forward, so a cycle cannot be expressed; the budget bounds the DAG case.
+as flatc's C++ `Verifier` does, and a buffer it passes can be read field by field
+with no error: the file identifier (the schema); every offset non-zero (an offset
+of 0 points at itself), below 2**31, aligned to 4 and inside the buffer; every
+table aligned to 4, its vtable to 2, its size and every field inside it, each
+scalar field aligned to its size; every string inside the buffer, NUL-terminated
+and valid UTF-8; every vector's length; every required field present; nesting at
+most `MAX_DEPTH`.
+
+Work is bounded by the buffer's size whatever it references. Offsets point forward
+only, so a cycle cannot be expressed, but a DAG can: 500,000 offsets in 4 MB to one
+2 MiB string. So each distinct string is UTF-8-checked once (by its position), and
+two budgets are charged per reference: at most one object per 4 bytes of buffer,
+and at most `BYTES_PER_BYTE` times the buffer's size (plus `BYTES_FLOOR`) of bytes
+a reader touches (a table's size, a string's or vector's bytes, counted on every
+reference). Past either, the buffer is refused: what it would make a full read of
+the message decode is bounded before anything reads it.
 """
 
 from __future__ import annotations
@@ -23,6 +32,11 @@ from codec.base import MalformedBuffer
 
 MAX_DEPTH: Final = 64
 """Nested tables allowed (the C++ verifier's default)."""
+BYTES_PER_BYTE: Final = 16
+"""Bytes a full read may touch per byte of buffer: shared strings (the builder's
+`CreateSharedString`) may be read many times over, within reason."""
+BYTES_FLOOR: Final = 1 << 20
+"""...and 1 MiB whatever the size: a small message may share a string widely."""
 
 Kind = Literal[
     "scalar", "string", "bytes", "table", "vec_scalar", "vec_string", "vec_table"
@@ -64,12 +78,15 @@ class TablePlan:
 
 
 class _State:
-    __slots__ = ("budget", "buf", "n")
+    __slots__ = ("budget", "buf", "bytes_left", "n", "strings")
 
     def __init__(self, buf: bytes) -> None:
         self.buf = buf
         self.n = len(buf)
         self.budget = self.n // 4 + 8
+        self.bytes_left = BYTES_PER_BYTE * self.n + BYTES_FLOOR
+        self.strings: set[int] = set()
+        """Positions of the strings already checked (NUL and UTF-8)."""
 
 
 def verify(buf: bytes, root: TablePlan, identifier: bytes) -> None:
@@ -83,30 +100,35 @@ def verify(buf: bytes, root: TablePlan, identifier: bytes) -> None:
     if buf[4:8] != identifier:
         raise VerifyError("file identifier of another schema")
     state = _State(buf)
-    _table(state, _U32(buf, 0)[0], root, 0)
+    _table(state, _target(state, 0), root, 0)
 
 
-def _spend(state: _State) -> None:
+def _spend(state: _State, touched: int) -> None:
     state.budget -= 1
     if state.budget < 0:
         raise VerifyError("more objects than the buffer can hold")
+    state.bytes_left -= touched
+    if state.bytes_left < 0:
+        raise VerifyError(
+            f"references more bytes than {BYTES_PER_BYTE}x the buffer's size"
+        )
 
 
 def _table(state: _State, pos: int, plan: TablePlan, depth: int) -> None:
     if depth > MAX_DEPTH:
         raise VerifyError("tables nested too deep")
-    _spend(state)
     buf, n = state.buf, state.n
-    if pos + 4 > n:
-        raise VerifyError(f"{plan.name}: table outside the buffer")
+    if pos % 4 or pos + 4 > n:
+        raise VerifyError(f"{plan.name}: table unaligned or outside the buffer")
     vt = pos - _I32(buf, pos)[0]
-    if vt < 0 or vt + 4 > n:
-        raise VerifyError(f"{plan.name}: vtable outside the buffer")
+    if vt < 0 or vt % 2 or vt + 4 > n:
+        raise VerifyError(f"{plan.name}: vtable unaligned or outside the buffer")
     vsize, tsize = _U16(buf, vt)[0], _U16(buf, vt + 2)[0]
     if vsize < 4 or vsize % 2 or vt + vsize > n:
         raise VerifyError(f"{plan.name}: bad vtable size")
     if tsize < 4 or pos + tsize > n:
         raise VerifyError(f"{plan.name}: bad table size")
+    _spend(state, tsize)
     for f in plan.fields:
         entry = 4 + 2 * f.slot
         vo = _U16(buf, vt + entry)[0] if entry < vsize else 0
@@ -117,6 +139,8 @@ def _table(state: _State, pos: int, plan: TablePlan, depth: int) -> None:
         size = f.size if f.kind == "scalar" else 4
         if vo < 4 or vo + size > tsize:
             raise VerifyError(f"{plan.name}: field {f.slot} outside its table")
+        if (pos + vo) % size:
+            raise VerifyError(f"{plan.name}: field {f.slot} unaligned")
         if f.kind != "scalar":
             _offset_field(state, pos + vo, f, depth)
         elif f.datetime:
@@ -129,23 +153,33 @@ def _in_range(micros: int) -> None:
 
 
 def _target(state: _State, at: int) -> int:
-    target: int = at + _U32(state.buf, at)[0]
-    if target + 4 > state.n:
+    """Where the offset stored at `at` points, checked as flatc's `VerifyOffset`:
+    stored aligned, non-zero, below 2**31, the target inside the buffer."""
+    if at % 4 or at + 4 > state.n:
+        raise VerifyError("offset unaligned or outside the buffer")
+    offset: int = _U32(state.buf, at)[0]
+    if offset == 0:
+        raise VerifyError("offset of 0 (pointing at itself)")
+    if offset >= 1 << 31 or at + offset + 4 > state.n:
         raise VerifyError("offset outside the buffer")
-    return target
+    return at + offset
 
 
 def _vector(state: _State, at: int, item_size: int) -> tuple[int, int]:
-    _spend(state)
     target = _target(state, at)
+    if target % 4:
+        raise VerifyError("vector or string unaligned")
     length = _U32(state.buf, target)[0]
     if target + 4 + length * item_size > state.n:
         raise VerifyError("vector longer than the buffer")
+    _spend(state, 4 + length * item_size)
     return target + 4, length
 
 
 def _string(state: _State, at: int) -> None:
     start, length = _vector(state, at, 1)
+    if start in state.strings:  # shared: checked once, charged every time
+        return
     end = start + length
     if end >= state.n or state.buf[end] != 0:
         raise VerifyError("string without its NUL terminator")
@@ -153,6 +187,7 @@ def _string(state: _State, at: int) -> None:
         state.buf[start:end].decode("utf-8")
     except UnicodeDecodeError:
         raise VerifyError("string is not valid UTF-8") from None
+    state.strings.add(start)
 
 
 def _offset_field(state: _State, at: int, f: FieldPlan, depth: int) -> None:

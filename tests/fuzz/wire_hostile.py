@@ -54,7 +54,37 @@ def _flatbuffers() -> dict[str, bytes]:
         "fb-wrong-schema-spoofed": large[:4] + small[4:8] + large[8:],
         "fb-truncated": small[: len(small) // 2],
         "fb-shared-tables": _shared_tables(),
+        "fb-shared-string": shared_string_message(20_000, 64 << 10),
+        "fb-zero-offset": _put(small, tags_at, "<I", 0),
+        "fb-root-zero-offset": _put(small, 0, "<I", 0),
+        "fb-unaligned-field": _put(small, vtable + 8, "<H", tags_at - root + 2),
+        "fb-unaligned-vector": _put(small, tags_at, "<I", tags - tags_at + 2),
     }
+
+
+def shared_string_message(refs: int, size: int) -> bytes:
+    """A `small` FlatBuffers Payload whose `tags` vector holds `refs` offsets to one
+    string of `size` bytes: valid per flatc, and `refs * size` bytes to a reader
+    that decodes per reference (issue 30: 500,000 x 2 MiB in 4.0 MB)."""
+    import numpy as np
+
+    identifier = get_codec("flatbuffers", "small").form.identifier.encode()  # type: ignore[attr-defined]
+    table, vtable = 24, 8  # a vtable of 4 slots at 8, the table at 24 (id 8-aligned)
+    tags = 60  # after the table (24 bytes), name "x" (8) and empty metrics (4)
+    string = tags + 4 + 4 * refs
+    out = bytearray()
+    out += struct.pack("<I4s", table, identifier)
+    out += struct.pack("<6H", 12, 24, 8, 4, 16, 20)  # vtable: id, name, tags, metrics
+    out += b"\0" * 4
+    out += struct.pack("<iIqII", table - vtable, 48 - 28, 3, tags - 40, 56 - 44)
+    out += struct.pack("<I2s2x", 1, b"x")  # name at 48
+    out += struct.pack("<I", 0)  # metrics at 56
+    out += struct.pack("<I", refs)  # tags at 60
+    items = tags + 4 + 4 * np.arange(refs, dtype=np.int64)
+    out += (string - items).astype("<u4").tobytes()
+    out += struct.pack("<I", size) + b"a" * size + b"\0"
+    out += b"\0" * (-len(out) % 4)
+    return bytes(out)
 
 
 def _shared_tables() -> bytes:
