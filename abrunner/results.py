@@ -48,14 +48,24 @@ class CaseResult(msgspec.Struct, kw_only=True, omit_defaults=True):
             messages handled.
         rss_peak_mb: the worker's highest sampled resident memory.
         rss_steady_mb: the median RSS over the second half of the window.
-        wire_bytes: mean payload bytes per message.
+        wire_bytes: mean payload bytes per message the load generator sent in
+            the measured run (every message sent, whatever the worker did with it:
+            codecs sent the same bytes show the same size). Reports written before
+            averaged the worker's accepted messages only.
         lag_end: consumer lag when the load stopped.
         lag_max: the highest sampled consumer lag.
-        dead_lettered: messages sent to the dead-letter topic.
+        dead_lettered: messages of the measured run (after the warm-up, to the
+            drain's end: the messages `processed` counts) sent to the dead-letter
+            topic. Reports written before counted the warm-up's too.
+        warmup_dead_lettered: the warm-up's dead letters, not in `dead_lettered`
+            (None in max mode, which has no warm-up).
         e2e_invalid: sampled messages whose latency was not observed: `x-sent-ns`
             unparsable, ahead of the worker's clock or absurdly old
             (`worker_e2e_latency_invalid_total`); None from a worker without it.
-        processed: messages handled from the window's start to the drain's end.
+        processed: messages of the measured run handled, whatever the outcome
+            (after the warm-up, to the drain's end; in max mode the backlog).
+            Reports written before counted from the first snapshot after the
+            first measured message (a few fewer).
         target_rate: the rate asked of the load generator.
         producer_rate: the rate the load generator achieved.
         sent: messages the measured load generator sent.
@@ -100,6 +110,7 @@ class CaseResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     lag_end: float | None = None
     lag_max: float | None = None
     dead_lettered: int | None = None
+    warmup_dead_lettered: int | None = None
     e2e_invalid: int | None = None
     processed: int | None = None
     target_rate: float | None = None
@@ -208,7 +219,8 @@ class Row(msgspec.Struct, kw_only=True):
         kept_up: every measured repeat kept up (False when none was measured).
         lost: messages lost over the measured repeats (`lost` + `seq_missing`).
         not_drained: messages still queued after the drains.
-        dead_lettered: messages dead-lettered over the measured repeats.
+        dead_lettered: messages dead-lettered over the measured repeats (their
+            measured runs, the warm-ups left out).
         figures: each of `FIGURES` that was measured at least once, when the
             in-process figures were taken each of `IN_PROCESS_FIGURES`,
             `cores_at_target`: CPU us/msg x `Report.target_rate` / 1e6, and

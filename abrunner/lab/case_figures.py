@@ -4,6 +4,13 @@
 window (the load generator stopped), `s2` ends the drain. Rates per second use
 `s0`-`s1`; figures per message use `s0`-`s2`, so the messages still queued when
 the load stopped are counted with the CPU, collections and decodes they cost.
+The counts of messages (`processed`, `dead_lettered`) are the measured run's
+whole: from the snapshot taken once the warm-up was handled (`start`) to `s2`, the
+same messages the load generator acknowledged and the dead-letter topic holds for
+the run, so the table's DLQ column, report.json and the rejections text agree. A
+wire size is the load generator's: the bytes it sent over the messages it sent
+(`CaseResult.wire_bytes`), the same for every codec that sends the same bytes,
+whatever each one dead-letters.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ from abrunner.results import CaseResult
 GC_COLLECTIONS = "worker_gc_collections_total"
 GC_SECONDS = "worker_gc_seconds_total"
 """The worker's cyclic-GC counters, one sample per generation (summed here)."""
+DEAD_LETTERS = "worker_dead_letters_total"
+"""Messages the worker wrote to the dead-letter topic, by reason (summed here)."""
 E2E_INVALID = "worker_e2e_latency_invalid_total"
 """Sampled latencies the worker did not observe (bad or skewed `x-sent-ns`)."""
 
@@ -28,14 +37,26 @@ def figures(
     s2: Snapshot,
     rss: list[int],
     lags: list[float],
+    *,
+    start: Snapshot | None = None,
+    wire_bytes: float | None = None,
 ) -> CaseResult:
-    """The figures of window `s0`-`s1` (load) and `s0`-`s2` (load and drain)."""
+    """The figures of window `s0`-`s1` (load) and `s0`-`s2` (load and drain).
+
+    Args:
+        start: the worker once the warm-up was handled, before the measured load
+            began: `processed` and `dead_lettered` count from it to `s2`, and its
+            dead letters are the warm-up's (`warmup_dead_lettered`). None: the
+            worker's start (a max-mode backlog, which has no warm-up).
+        wire_bytes: the load generator's bytes per message sent (its summary's
+            `bytes_per_message`); None when it gave none.
+    """
     window = max(s1.at - s0.at, 1e-9)
     done_all = max(s2.processed - s0.processed, 1.0)
     e2e = _delta(s0, s2, "worker_e2e_latency_seconds")
     decode = _delta(s0, s2, "worker_decode_seconds")
-    ok = _counted(s0, s2, "worker_messages_total", outcome="ok")
-    wire = _counted(s0, s2, "worker_bytes_total")
+    dead = s2.metrics.total(DEAD_LETTERS)
+    before = 0.0 if start is None else start.metrics.total(DEAD_LETTERS)
     half = rss[len(rss) // 2 :] or [s1.rss]
     # A worker older than its GC counters exports none: no figure, not a zero.
     gc_known = s2.metrics.has(GC_COLLECTIONS)
@@ -58,14 +79,15 @@ def figures(
         gc_per_1k_msgs=1e3 * gc_n / done_all if gc_known else None,
         rss_peak_mb=max([*rss, s1.rss]) / 2**20,
         rss_steady_mb=statistics.median(half) / 2**20,
-        wire_bytes=wire / ok if ok else None,
+        wire_bytes=wire_bytes or None,
         lag_end=s1.lag,
         lag_max=max([*lags, s1.lag]),
-        dead_lettered=int(s2.metrics.total("worker_dead_letters_total")),
+        dead_lettered=int(dead - before),
+        warmup_dead_lettered=None if start is None else int(before),
         e2e_invalid=int(_counted(s0, s2, E2E_INVALID))
         if s2.metrics.has(E2E_INVALID)
         else None,
-        processed=int(done_all),
+        processed=int(s2.processed - (0 if start is None else start.processed)),
     )
 
 

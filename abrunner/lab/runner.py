@@ -265,19 +265,20 @@ def _measure_rate(m: _Measurement) -> CaseResult:
     )
     warm_summary = warm.summary(timeout=plan.warmup + 120)
     note("warm-up sent; waiting for the worker")
-    warmed = _wait_processed(worker, warm_summary.acked, _START_S).processed
+    warmed = _wait_processed(worker, warm_summary.acked, _START_S)
     note(f"measuring {plan.duration:.0f} s at {plan.rate:,.0f} msg/s")
     load = loadgen(run_id, rate=plan.rate, duration=plan.duration, seed=MEASURED_SEED)
     # The window opens when the first measured message is handled, not when the
     # load generator's process starts (its start-up is not the worker's time).
-    s0 = _wait_processed(worker, warmed + 1, _START_S)
+    s0 = _wait_processed(worker, warmed.processed + 1, _START_S)
     rss, lags, points = _watch(worker, load.running, _POLL_S)
     s1 = worker.snapshot()
     summary = load.summary(timeout=60)
     total = warm_summary.acked + summary.acked
     note("load done; draining")
     s2 = _wait_processed(worker, total, max(60.0, 3 * plan.duration))
-    result = figures(m.case, s0, s1, s2, rss, lags)
+    wire = summary.bytes_per_message
+    result = figures(m.case, s0, s1, s2, rss, lags, start=warmed, wire_bytes=wire)
     backlog = int(total - s2.processed)
     result.mode = "rate"
     result.target_rate = plan.rate
@@ -322,7 +323,8 @@ def _measure_max(m: _Measurement) -> CaseResult:
         worker, lambda: worker.snapshot().processed < total, _MAX_POLL_S
     )
     s1 = _wait_processed(worker, total, _DRAIN_S)
-    result = figures(m.case, s0, s1, s1, rss, lags)
+    wire = summary.bytes_per_message
+    result = figures(m.case, s0, s1, s1, rss, lags, wire_bytes=wire)
     result.mode = "max"
     result.max_rate = result.throughput
     result.acked = total

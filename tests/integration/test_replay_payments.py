@@ -17,6 +17,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer
 
 from abrunner.cli import main
@@ -173,7 +174,23 @@ def test_a_teams_recorded_traffic_through_codec_ab(
         "userId: Expected `int`, got `str`": ids,
         "retries: Expected `int`, got `float`": lax_sent - ids,
     }
+    # The DLQ figure counts the messages `processed` counts: the measured run, the
+    # warm-up's dead letters apart (it replays the recording too, lax ones included).
+    assert msgspec.processed == acked
+    assert msgspec.dead_lettered == msgspec.rejected_count
+    assert (msgspec.warmup_dead_lettered or 0) > 0
+    assert pydantic.warmup_dead_lettered == 0
+    summary = report.summary[SCHEMA]
+    assert summary["msgspec-json"].dead_lettered == lax_sent
+    # The wire size is the bytes replayed: the same for both JSON cases, which sent
+    # the same recorded bytes, whatever msgspec-json dead-lettered.
+    sent = msgspec.sent or 0
+    bytes_sent = sum(len(published[k % COUNT]) for k in range(sent)) / sent
+    assert msgspec.wire_bytes == pytest.approx(bytes_sent, abs=0.05)
+    assert pydantic.wire_bytes == msgspec.wire_bytes
     md = (out / "report.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| msgspec-json"))
+    assert row.endswith(f"| 0 | {lax_sent} |")  # lost, DLQ
     share = round(100 * lax_sent / acked)
     assert f"- `msgspec-json` would reject {share} % of your traffic" in md
     assert f"userId: Expected `int`, got `str` in {ids:,} messages" in md

@@ -121,11 +121,22 @@ class TestGcCounters:
 
 
 def snapshot(
-    at: float, processed: int, decodes: list[float], gc_text: str = ""
+    at: float,
+    processed: int,
+    decodes: list[float],
+    gc_text: str = "",
+    *,
+    dead: int = 0,
+    ok_bytes: int = 0,
 ) -> worker_probe.Snapshot:
+    """The worker's state: `processed` messages handled, `dead` of them dead-lettered
+    (decode errors), `ok_bytes` the payload bytes of the others."""
     registry = CollectorRegistry()
     metrics = Metrics(registry, codec="c", schema="small")
-    metrics.ok.inc(processed)
+    metrics.ok.inc(processed - dead)
+    metrics.decode_errors.inc(dead)
+    metrics.dead_letters("decode").inc(dead)
+    metrics.bytes.inc(ok_bytes)
     metrics.decode_seconds.observe_many(decodes)
     # The registry's own GC counters would count this test process: replaced.
     own = generate_latest(registry).decode().splitlines(keepends=True)
@@ -169,3 +180,41 @@ class TestFigures:
         result = figures(self.CASE, s0, s1, s1, [], [])
         assert result.gc_ms_per_s is None and result.gc_per_1k_msgs is None
         assert result.decode_p50_us is None
+
+
+class TestCounts:
+    """The DLQ figure counts the messages `processed` counts (the measured run, the
+    warm-up left out), and the wire size is the bytes sent, not those accepted."""
+
+    CASE = Case("msgspec-json", Profile("small"), 0)
+
+    def test_the_warm_ups_dead_letters_are_left_out_and_named(self) -> None:
+        # Warm-up: 2,000 handled, 250 dead-lettered. Measured run: 6,000 handled
+        # (23 of them before the first snapshot of the window), 300 dead-lettered.
+        warm = snapshot(10.0, 2_000, [], dead=250)
+        s0 = snapshot(11.0, 2_023, [], dead=251)
+        s1 = snapshot(41.0, 7_900, [], dead=540)
+        s2 = snapshot(42.0, 8_000, [], dead=550)
+        result = figures(self.CASE, s0, s1, s2, [], [], start=warm)
+        assert result.processed == 6_000
+        assert result.dead_lettered == 300
+        assert result.warmup_dead_lettered == 250
+        assert 1e6 * (s2.cpu_s - s0.cpu_s) / (8_000 - 2_023) == pytest.approx(
+            result.cpu_us_per_msg
+        )  # the CPU per message keeps its own window
+
+    def test_max_mode_counts_the_whole_backlog(self) -> None:
+        s0 = snapshot(1.0, 500, [], dead=50)
+        s1 = snapshot(5.0, 10_000, [], dead=1_000)
+        result = figures(self.CASE, s0, s1, s1, [], [])
+        assert (result.processed, result.dead_lettered) == (10_000, 1_000)
+        assert result.warmup_dead_lettered is None
+
+    def test_the_wire_size_is_the_bytes_sent(self) -> None:
+        # 1,000 messages of 798 B sent; 100 dead-lettered were the shortest
+        # (753 B), so the 900 accepted average 803 B: the worker's bytes say 803.
+        s0 = snapshot(0.0, 0, [])
+        s2 = snapshot(10.0, 1_000, [], dead=100, ok_bytes=900 * 803)
+        result = figures(self.CASE, s0, s2, s2, [], [], wire_bytes=798.0)
+        assert result.wire_bytes == 798.0
+        assert figures(self.CASE, s0, s2, s2, [], []).wire_bytes is None
