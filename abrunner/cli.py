@@ -322,8 +322,11 @@ def print_tables(report: Report, out: TextIO) -> None:
     """The report's tables and warnings on `out`.
 
     A terminal gets rich tables; anything else (a pipe, a file) gets report.md's
-    Markdown tables, one line per row whatever the width.
+    Markdown tables, one line per row whatever the width. Each codec's rejections
+    list its `rejections.SHOWN` most frequent reasons and say that report.md
+    lists the others.
     """
+    cut = rejections.Cut(rejections.SHOWN, str(report.plan.out_dir / "report.md"))
     before = [
         notes.interrupted(report),
         notes.repeat_warning(report.plan),
@@ -332,7 +335,7 @@ def print_tables(report: Report, out: TextIO) -> None:
     after = [
         decisions.section(report),
         decode_share.note(report),
-        rejections.sections(report.results, list(report.summary)),
+        rejections.sections(report.results, list(report.summary), cut),
         notes.decode_differs(report.summary),
         notes.invalid_latencies(report),
     ]

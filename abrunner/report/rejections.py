@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, NamedTuple
 
 from abrunner.results import CaseResult
 
 _MSGSPEC_AT: Final = re.compile(r"^(?P<what>.*?) - at `\$(?P<path>[^`]*)`$")
 _UNKNOWN: Final = re.compile(r"^Object contains unknown field `(?P<name>[^`]*)`$")
 _PYDANTIC: Final = re.compile(r"^\d+ validation error\(s\): (?P<errors>.*)$")
-_SHOWN: Final = 3
-"""Reasons listed per codec, most frequent first."""
+SHOWN: Final = 3
+"""Reasons the terminal lists per codec, most frequent first; report.md and
+report.json list every one, and the terminal's line says where the rest are."""
 
 
 def reason(dlq: Mapping[str, bytes | None]) -> str:
@@ -45,11 +46,22 @@ def reason(dlq: Mapping[str, bytes | None]) -> str:
     return f"record: {kind}: {text}" if text else f"record: {kind}"
 
 
-def _top(counts: Mapping[str, int]) -> str:
+class Cut(NamedTuple):
+    """A shortened list: at most `shown` reasons per codec, the rest in `where`."""
+
+    shown: int
+    where: str
+
+
+def _top(counts: Mapping[str, int], cut: Cut | None) -> str:
+    """Every reason, most frequent first; with `cut`, the first `cut.shown` and
+    where the others are."""
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    shown = [f"{why} in {n:,} message{'s' * (n != 1)}" for why, n in ranked[:_SHOWN]]
-    if len(ranked) > _SHOWN:
-        shown.append(f"{len(ranked) - _SHOWN} other reason(s)")
+    keep = ranked if cut is None else ranked[: cut.shown]
+    shown = [f"{why} in {n:,} message{'s' * (n != 1)}" for why, n in keep]
+    if cut is not None and len(ranked) > cut.shown:
+        rest = len(ranked) - cut.shown
+        shown.append(f"{rest} other reason{'s' * (rest != 1)}, listed in {cut.where}")
     return "; ".join(shown)
 
 
@@ -58,10 +70,12 @@ def _pct(part: int, whole: int) -> str:
     return f"{share:.0f} %" if share >= 1 or share == 0 else f"{share:.2g} %"
 
 
-def lines(results: list[CaseResult]) -> list[str]:
+def lines(results: list[CaseResult], cut: Cut | None = None) -> list[str]:
     """One line per codec (repeats summed) of what it dead-lettered or could not carry.
 
-    Only cases measured with the figures (reports written before have none: no line).
+    Every reason is listed unless `cut` says how many and where the rest are (the
+    terminal). Only cases measured with the figures (reports written before have
+    none: no line).
     """
     codecs: dict[str, list[CaseResult]] = {}
     for r in results:
@@ -78,16 +92,16 @@ def lines(results: list[CaseResult]) -> list[str]:
         if rejected:
             line = (
                 f"- `{codec}` would reject {_pct(rejected, acked)} of your traffic "
-                f"({rejected:,} of {acked:,} messages dead-lettered): {_top(reasons)}"
+                f"({rejected:,} of {acked:,} messages dead-lettered): {_top(reasons, cut)}"
             )
         else:
             line = f"- `{codec}` dead-lettered none of {acked:,} messages"
-        line += _not_carried(runs[0])
+        line += _not_carried(runs[0], cut)
         out.append(line)
     return out
 
 
-def _not_carried(r: CaseResult) -> str:
+def _not_carried(r: CaseResult, cut: Cut | None) -> str:
     """A replay's messages the codec's format could not carry (skipped), if any."""
     left = sum(r.not_carried.values())
     if not left:
@@ -95,13 +109,15 @@ def _not_carried(r: CaseResult) -> str:
     total = r.recorded or left
     return (
         f"; it could not carry {left:,} of the {total:,} recorded messages "
-        f"({_pct(left, total)}, skipped in its case): {_top(r.not_carried)}."
+        f"({_pct(left, total)}, skipped in its case): {_top(r.not_carried, cut)}."
     )
 
 
-def section(results: list[CaseResult], profile: str) -> str | None:
+def section(
+    results: list[CaseResult], profile: str, cut: Cut | None = None
+) -> str | None:
     """report.md's "what each codec rejects" for one profile; None with no figures."""
-    found = lines([r for r in results if r.profile == profile])
+    found = lines([r for r in results if r.profile == profile], cut)
     if not found:
         return None
     return "\n".join(
@@ -131,9 +147,14 @@ def failures(results: list[CaseResult]) -> str | None:
     return "\n".join(lines)
 
 
-def sections(results: list[CaseResult], profiles: list[str]) -> str | None:
-    """Every profile's rejections, then the failed cases; None when there is nothing."""
-    found = [section(results, p) for p in profiles]
+def sections(
+    results: list[CaseResult], profiles: list[str], cut: Cut | None = None
+) -> str | None:
+    """Every profile's rejections, then the failed cases; None when there is nothing.
+
+    report.md lists every reason; the terminal passes a `cut`.
+    """
+    found = [section(results, p, cut) for p in profiles]
     found.append(failures(results))
     texts = [t for t in found if t]
     return "\n\n".join(texts) if texts else None

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import sys
 from pathlib import Path
 
 import pytest
 
+from abrunner import cli
 from abrunner.lab.processes import LoadgenProcess
 from abrunner.plan import Profile
 from abrunner.report import rejections, tables as abreport
@@ -126,3 +128,54 @@ def test_a_loadgen_without_a_summary_says_why_and_keeps_its_log(tmp_path: Path) 
     assert text.endswith(f"(log: {log})")
     assert "cannot reach Kafka" in log.read_text()
     assert log.read_text().startswith(f"$ {sys.executable} -m loadgen")
+
+
+FIVE = {
+    "userId: Expected `int`, got `str`": 500,
+    "retries: Expected `int`, got `float`": 400,
+    "note: an unknown field": 300,
+    "items[0].qty: Expected `int`, got `float`": 200,
+    "record: decode: malformed JSON": 1,
+}
+"""Five reasons: more than the terminal lists."""
+GONE = {f"field{i}: a datetime without a timezone": 10 - i for i in range(4)}
+"""Four reasons a replay could not carry."""
+
+
+def _five() -> list[CaseResult]:
+    return [
+        result(
+            "msgspec-json",
+            5.0,
+            acked=3_000,
+            dead_lettered=1_401,
+            rejected_count=1_401,
+            rejected=FIVE,
+            recorded=3_000,
+            not_carried=GONE,
+        )
+    ]
+
+
+def test_report_md_and_json_list_every_reason(tmp_path: Path) -> None:
+    written = report(_five(), repeat=1)
+    abreport.write(written, tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    for why, n in [*FIVE.items(), *GONE.items()]:
+        assert f"{why} in {n:,} message{'s' * (n != 1)}" in md, why
+    assert "other reason" not in md
+    back = abreport.read(tmp_path / "report.json").results[0]
+    assert back.rejected == FIVE and back.not_carried == GONE
+
+
+def test_the_terminal_cuts_and_says_where_the_rest_are() -> None:
+    written = report(_five(), repeat=1)
+    out = io.StringIO()
+    cli.print_tables(written, out)
+    text = out.getvalue()
+    where = f"listed in {Path('ab-results') / 'report.md'}"
+    assert "record: decode: malformed JSON in 1 message" not in text
+    assert f"; 2 other reasons, {where}" in text
+    assert "field3: a datetime" not in text
+    assert f"; 1 other reason, {where}." in text
+    assert "userId: Expected `int`, got `str` in 500 messages" in text
