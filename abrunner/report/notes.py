@@ -27,8 +27,10 @@ _LEGEND: Final = {
     "mean of its sampled single decodes (`decode_us` in report.json, wall time) "
     "over CPU us/msg, repeat by repeat; the rest is the consumer around the decode "
     "(librdkafka, batches, offsets, the logic, metrics). A preempted decode counts "
-    "its wait, so on a shared machine it errs high; report.json: `decode_share`, "
-    "a fraction",
+    "its wait, so on a shared machine it errs high; never shown above 100 % (the "
+    "decode is part of that CPU): a share measured above it reads 100 % with the "
+    "measured figure beside it; report.json: `decode_share`, a fraction, as "
+    "measured",
     "decode us": "median of the worker's sampled single decodes: every 32nd "
     "message timed with `perf_counter_ns` (wall time, less the clock's own cost, "
     "`worker_timer_overhead_seconds`), from the "

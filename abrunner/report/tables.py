@@ -217,7 +217,11 @@ def table(
         for key, column in columns.items():
             compared = base is not None and column.ratio and codec != baseline
             ref = base.median(key) if base and compared else None
-            cells.append(_cell(row.figures.get(key), column.fmt, ref, spread))
+            figure = row.figures.get(key)
+            if key == decode_share.SHARE and figure is not None:
+                cells.append(decode_share.cell(figure, spread))  # at most 100 %
+                continue
+            cells.append(_cell(figure, column.fmt, ref, spread))
         cells += [str(row.lost), str(row.dead_lettered)]
         body.append(cells)
     return headers, body
