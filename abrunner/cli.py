@@ -44,6 +44,7 @@ from abrunner.plan import Plan, Profile, schema_limits
 from abrunner.report import compare, decisions, decode_share, notes, rejections
 from abrunner.report.tables import markdown_table, tables, write
 from abrunner.results import CaseResult, Report
+from loadgen import replay
 from schemas.errors import ConfigError
 from service.kafka.broker_record import DEFAULT_DATA_DIR
 from service.kafka.security_check import AccessRefused, check_access
@@ -167,6 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
 def plan_from_settings(s: AbSettings) -> Plan:
     """The typed plan from the settings: the one place settings become a `Plan`.
 
+    A replay's recording is probed against the schema here, before any run
+    (`loadgen.replay.probe`): a recording of another schema is refused.
+
     Raises:
         ConfigError: a value is invalid; the message names the setting.
     """
@@ -183,7 +187,7 @@ def plan_from_settings(s: AbSettings) -> Plan:
     baseline = s.chosen_baseline
     if baseline not in codecs and s.baseline is None:  # the default one, left out
         baseline = PREFERRED_BASELINE if PREFERRED_BASELINE in codecs else codecs[0]
-    return Plan(
+    plan = Plan(
         **s.model_dump(include=same | {"partitions", "verify", "bench"}),
         codecs=codecs,
         left_out=left_out,
@@ -196,6 +200,9 @@ def plan_from_settings(s: AbSettings) -> Plan:
         loadgen_args=tuple(w for a in s.loadgen_args for w in a.split("=", 1)),
         replay=None if s.replay is None else str(s.replay),
     )
+    if s.replay is not None:  # another schema's traffic would be all dead letters
+        replay.probe(s.replay, plan.profiles[0].schema)
+    return plan
 
 
 def main(argv: Sequence[str] | None = None) -> int:

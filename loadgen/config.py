@@ -69,6 +69,13 @@ _OWN_JSON: Final[dict[str, JsonCodecName]] = {
 a transcoding replay reads it back with it (a lax model's JSON stays readable)."""
 
 
+def own_json(spec: str) -> JsonCodecName:
+    """The codec recorded JSON of schema `spec` is read with: a user's own form's
+    (`_OWN_JSON`), msgspec-json for a built-in schema (the tool's own payloads)."""
+    user = user_schema(spec)
+    return "msgspec-json" if user is None else _OWN_JSON[user.source]
+
+
 def _size_range(value: Any) -> Any:
     """`LO,HI` or `N` (text or int) as a pair; lists and pairs as they are."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -261,8 +268,7 @@ class LoadgenSettings(BaseModel):
     @property
     def transcode_json(self) -> JsonCodecName:
         """The codec a transcoding replay reads recorded JSON with."""
-        user = self.user_schema
-        return "msgspec-json" if user is None else _OWN_JSON[user.source]
+        return own_json(self.schema_spec)
 
     @property
     def paced_replay(self) -> bool:

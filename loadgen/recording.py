@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import itertools
 import struct
 import time
 from collections.abc import Callable, Iterator
@@ -136,8 +137,10 @@ def _frames(f: IO[bytes]) -> Iterator[bytes]:
         yield body
 
 
-def read_recording(path: Path) -> tuple[RecordingInfo, list[Record]]:
-    """Read a whole recording.
+def read_recording(
+    path: Path, limit: int | None = None
+) -> tuple[RecordingInfo, list[Record]]:
+    """Read a whole recording, or its first `limit` records.
 
     Raises:
         RecordingError: not a recording, an unknown version, or a damaged file.
@@ -155,7 +158,7 @@ def read_recording(path: Path) -> tuple[RecordingInfo, list[Record]]:
         try:
             info = msgspec.msgpack.decode(next(frames), type=RecordingInfo)
             decode = msgspec.msgpack.Decoder(Record).decode
-            return info, [decode(body) for body in frames]
+            return info, [decode(body) for body in itertools.islice(frames, limit)]
         except StopIteration:
             raise RecordingError("no info frame") from None
         except msgspec.DecodeError as exc:

@@ -8,7 +8,8 @@ header follows, name and value as recorded. `content-type` is the recorded one
 it was transcoded. A paced replay (no `--rate`) keeps the recorded gaps between
 messages. With `transcode`, a record already in the target's wire format is sent
 byte for byte, one in another format is transcoded, and one the target cannot
-carry is left out and counted (`loadgen.carry`).
+carry is left out and counted (`loadgen.carry`). `probe` checks, before any run, that
+a recording is traffic of the schema it is to be replayed as.
 """
 
 from __future__ import annotations
@@ -16,14 +17,24 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Final
 
-from codec import get_codec
+from codec import AutoCodec, get_codec
 from loadgen.carry import carry, content_type
-from loadgen.config import LoadgenSettings
+from loadgen.config import LoadgenSettings, own_json
 from loadgen.recording import Record, read_recording
 from loadgen.source import Source
-from schemas.errors import ConfigError, RecordingError
+from schemas.errors import ConfigError, DecodeError, RecordingError
+from schemas.registry import resolve
 from service.kafka.headers import STAMPED
+from service.shadow.verdict import located
+
+PROBED: Final = 20
+"""Records `probe` decodes: a recording of another schema fails on every one, while
+a team's traffic with some bad messages (what the dead-letter topic is for) has a
+good one among its first 20."""
+_MAX_REASON: Final = 160
 
 
 @contextmanager
@@ -130,3 +141,51 @@ def replay_source(s: LoadgenSettings, topic_partitions: int) -> Source:
         span = times[-1]
         source.period_s = span + max(span / max(1, len(times) - 1), 1e-3)
     return source
+
+
+def probe(path: Path, spec: str, records: int = PROBED) -> None:
+    """Refuse a recording none of whose first `records` records decodes as `spec`.
+
+    Each record is decoded as a transcoding replay reads it: with the codec its
+    `content-type` names, recorded JSON with the schema's own JSON form (a lax
+    model's traffic decodes). One record that decodes is enough: the others are
+    the report's dead letters, by field and reason.
+
+    Raises:
+        ConfigError: the file is not a readable recording, or none of those
+            records decodes; one line naming the file, the schema and the first
+            record's decode error.
+    """
+    where = f"replay: '{path}'"
+    try:
+        _info, first = read_recording(path, records)
+    except (OSError, RecordingError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    if not first:
+        raise ConfigError(f"{where}: no messages")
+    try:
+        auto = get_codec("auto", resolve(spec), auto_json=own_json(spec))
+    except ConfigError:  # no JSON form: the replay's own check names the field
+        return
+    assert isinstance(auto, AutoCodec)  # noqa: S101  # get_codec's contract
+    why = ""
+    for r in first:
+        try:
+            auto.decode_for(content_type(r), r.value or b"")
+        except DecodeError as exc:
+            why = why or f"partition {r.partition} offset {r.offset}: {_reason(exc)}"
+            continue
+        return
+    raise ConfigError(
+        f"{where} does not decode as schema {spec!r}: none of its first "
+        f"{len(first)} records does (the first, {why}); give --schema the schema "
+        "it was recorded with"
+    )
+
+
+def _reason(exc: DecodeError) -> str:
+    """The field and reason of a decode error, else its message on one line."""
+    path, why = located(exc)
+    text = why or " ".join(str(exc).split())
+    text = text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 3] + "..."
+    return f"{path}: {text}" if path and path != "$" else text

@@ -11,12 +11,17 @@ import pytest
 
 from abrunner.cli import _FLAGS, build_parser, main, plan_from_settings
 from abrunner.config import TOOL, AbSettings
-from abrunner.lab import inprocess_bench
+from abrunner.lab import inprocess_bench, runner
 from abrunner.lab.processes import child_env
 from abrunner.plan import Case, Plan, Profile
 from abrunner.report import tables as abreport
 from abrunner.results import CaseResult, Report
+from codec import get_codec
+from loadgen.recording import Record, RecordingInfo, RecordingWriter
 from schemas.errors import ConfigError
+from schemas.registry import resolve
+from schemas.user.synthetic import make_payloads
+from service.kafka.headers import CONTENT_TYPE
 from service.settings.cli_flags import load_from_args
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"
@@ -42,8 +47,7 @@ class TestPlan:
     """`--schema` makes one profile of the user's spec; `--replay` rides along."""
 
     def test_schema_and_replay(self, tmp_path: Path) -> None:
-        recording = tmp_path / "orders.rec"
-        recording.write_bytes(b"")
+        recording = _recording(tmp_path / "orders.rec", _shop_orders())
         p = plan("--schema", SHOP, "--replay", str(recording))
         assert p.profiles == (Profile(SHOP),) and p.profiles[0].user
         assert p.replay == str(recording)
@@ -231,3 +235,68 @@ class TestSchemaLimits:
         assert lines[0] == "schema error: 2 fields cannot be mapped:"
         assert "L.a: cannot synthesize" in lines[1]
         assert "L.b: cannot synthesize" in lines[2]
+
+
+def _recording(path: Path, values: list[bytes]) -> Path:
+    """A recording of JSON `values` (one partition, as `codec-loadgen record` writes)."""
+    headers: list[tuple[str, bytes | None]] = [(CONTENT_TYPE, b"application/json")]
+    with RecordingWriter(path, RecordingInfo("orders", 1, 1)) as out:
+        for i, value in enumerate(values):
+            out.write(Record(0, i, 1, 1000 + i, None, value, headers))
+    return path
+
+
+def _shop_orders() -> list[bytes]:
+    """`shop:Order` messages as the team's service writes them."""
+    codec = get_codec("json+pydantic", resolve(SHOP))
+    payloads = make_payloads(resolve(SHOP).shape, 3, seed=2)  # type: ignore[union-attr]
+    return [codec.encode(codec.from_builtins(p)) for p in payloads]
+
+
+LAX = "tests.fixtures.usermodels.lax:Model"
+LAX_VALUES = [
+    b"not JSON at all",  # a bad message: the dead-letter topic's, not the plan's
+    b'{"id": "123", "name": "b", "amount": 2.0, "extra": true}',  # lax: pydantic
+    b'{"id":3,"name":"c","amount":1e3}',
+]
+
+
+class TestReplayProbe:
+    """A recording that does not decode as the schema is refused before the run."""
+
+    def test_another_schemas_recording_exits_2_in_one_line(
+        self,
+        tmp_path: Path,
+        capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        def ran(*args: object) -> None:
+            raise AssertionError("the run started")  # it would dead-letter all
+
+        monkeypatch.setattr(runner, "run", ran)
+        monkeypatch.setattr("abrunner.config.recorded_local_broker", lambda: None)
+        rec = _recording(tmp_path / "lax.rec", LAX_VALUES)
+        out = tmp_path / "ab"
+        # No --schema: the default profile, `medium`, is not what was recorded.
+        assert main(["--replay", str(rec), "--out", str(out), "--no-bench"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1, err
+        assert err.startswith(
+            f"replay: '{rec}' does not decode as schema 'medium': none of its "
+            "first 3 records does (the first, partition 0 offset 0: "
+        )
+        assert err.rstrip().endswith("give --schema the schema it was recorded with")
+        assert not out.exists()  # nothing ran
+
+    def test_one_record_of_the_schema_is_enough(self, tmp_path: Path) -> None:
+        # The lax model reads its own lax JSON; the bad first record is a dead letter.
+        rec = _recording(tmp_path / "lax.rec", LAX_VALUES)
+        assert plan("--schema", LAX, "--replay", str(rec)).replay == str(rec)
+        with pytest.raises(ConfigError, match="schema 'small'"):
+            plan("--profile", "small", "--replay", str(rec))
+
+    def test_not_a_recording(self, tmp_path: Path) -> None:
+        empty = tmp_path / "empty.rec"
+        empty.write_bytes(b"")
+        with pytest.raises(ConfigError, match=r"empty\.rec': not a codec-loadgen"):
+            plan("--schema", SHOP, "--replay", str(empty))
