@@ -14,7 +14,8 @@ deleted), writes the report of the cases finished, marked interrupted, and exits
 `--compare OLD` compares the new report with OLD afterwards, `--compare OLD NEW`
 two reports without a run (`abrunner.report.compare`): a CI gate.
 
-Exit status: 0 when every case ran and lost nothing, 1 otherwise, 2 for bad flags,
+Exit status: 0 when every case ran, lost nothing and decoded something (a case that
+dead-lettered every message reads `DEAD-LETTERED ALL`), 1 otherwise, 2 for bad flags,
 130 when interrupted; with `--compare`, also 1 on a regression and 2 for a report
 that cannot be read.
 """
@@ -289,7 +290,11 @@ def _gate(
 
 
 def _failed(result: CaseResult) -> bool:
-    return bool(result.error is not None or result.lost or result.seq_missing)
+    """Not measured, lost messages, or dead-lettered every message it handled."""
+    everything = rejections.rejected_all([result]) is not None
+    return bool(result.error is not None or result.lost or result.seq_missing) or (
+        result.error is None and everything
+    )
 
 
 class _Stop:

@@ -226,6 +226,9 @@ class Row(msgspec.Struct, kw_only=True):
             `cores_at_target`: CPU us/msg x `Report.target_rate` / 1e6, and
             `decode_share`: mean decode over CPU us/msg, per repeat
             (`abrunner.report.decode_share`).
+        rejected_all: every measured repeat dead-lettered every message it
+            handled: the most frequent reason (the status says so, never `ok`:
+            the figures measure rejecting, not decoding); else None.
     """
 
     runs: int
@@ -235,6 +238,7 @@ class Row(msgspec.Struct, kw_only=True):
     not_drained: int
     dead_lettered: int
     figures: dict[str, Spread]
+    rejected_all: str | None = None
 
     def median(self, key: str) -> float | None:
         """The median of figure `key`, None when it was never measured."""

@@ -77,10 +77,12 @@ def spread(runs: Sequence[CaseResult]) -> dict[str, Spread]:
     return {SHARE: Spread(statistics.median(values), min(values), max(values))}
 
 
-def cell(figure: Spread, spread: bool) -> str:
+def cell(figure: Spread | None, spread: bool) -> str:
     """The table's cell: the share, and with `spread` its min-max, never above
-    100 %; a share measured above it says so and why in the cell.
+    100 %; a share measured above it says so and why in the cell ("-": none).
     """
+    if figure is None:
+        return "-"
     text = f"{min(figure.median, 1.0):.0%}"
     if spread and figure.min != figure.max:
         text += f" [{min(figure.min, 1.0):.0%}-{min(figure.max, 1.0):.0%}]"

@@ -65,6 +65,28 @@ def _top(counts: Mapping[str, int], cut: Cut | None) -> str:
     return "; ".join(shown)
 
 
+def rejected_all(runs: list[CaseResult]) -> str | None:
+    """When every one of `runs` (measured repeats) dead-lettered every message it
+    handled, the most frequent reason over them; else None.
+
+    A codec that rejects all of a profile's traffic (a replay of another schema's
+    recording, a strict codec on lax traffic) measured no decode: its row must not
+    read `ok`.
+    """
+    if not runs or not all(
+        r.processed and r.dead_lettered is not None and r.dead_lettered >= r.processed
+        for r in runs
+    ):
+        return None
+    reasons: dict[str, int] = {}
+    for r in runs:
+        for why, n in r.rejected.items():
+            reasons[why] = reasons.get(why, 0) + n
+    if not reasons:
+        return "see the dead-letter topic"
+    return min(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+
+
 def _pct(part: int, whole: int) -> str:
     share = 100 * part / whole if whole else 0.0
     return f"{share:.0f} %" if share >= 1 or share == 0 else f"{share:.2g} %"

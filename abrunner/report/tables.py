@@ -166,6 +166,7 @@ def _row(runs: list[CaseResult]) -> Row:
         not_drained=sum(r.not_drained or 0 for r in good),
         dead_lettered=sum(r.dead_lettered or 0 for r in good),
         figures=figures,
+        rejected_all=rejections.rejected_all(good),
     )
 
 
@@ -174,6 +175,8 @@ def _status(row: Row, max_mode: bool) -> str:
         return "FAILED: " + row.errors[0][:60]
     if row.lost:
         return f"LOST {row.lost}"
+    if row.rejected_all is not None:
+        return f"DEAD-LETTERED ALL: {row.rejected_all[:60]}"
     if row.not_drained:
         return f"FELL BEHIND, not drained ({row.not_drained:,} queued)"
     if max_mode or row.kept_up:
@@ -217,11 +220,10 @@ def table(
         for key, column in columns.items():
             compared = base is not None and column.ratio and codec != baseline
             ref = base.median(key) if base and compared else None
-            figure = row.figures.get(key)
-            if key == decode_share.SHARE and figure is not None:
-                cells.append(decode_share.cell(figure, spread))  # at most 100 %
+            if key == decode_share.SHARE:  # at most 100 %, or the cell says why
+                cells.append(decode_share.cell(row.figures.get(key), spread))
                 continue
-            cells.append(_cell(figure, column.fmt, ref, spread))
+            cells.append(_cell(row.figures.get(key), column.fmt, ref, spread))
         cells += [str(row.lost), str(row.dead_lettered)]
         body.append(cells)
     return headers, body

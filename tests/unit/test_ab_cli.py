@@ -245,3 +245,42 @@ class TestInProcess:
         row = written.summary["small"]["protobuf"]
         assert "decode_in_process_us" in row.figures
         assert "decode us in-process" in (tmp_path / "report.md").read_text()
+
+
+class TestRejectedAll:
+    """A case that dead-lettered every message it handled measured no decode: its
+    status says so, never `ok`, and the run exits 1."""
+
+    WHY = "record: decode: JSON is malformed: invalid character (byte 4)"
+
+    def rejecting(
+        self, bootstrap: str, case: Case, plan: Plan, note: Any
+    ) -> CaseResult:
+        result = finished(bootstrap, case, plan, note)
+        if case.codec == "msgspec-json":
+            result.processed = result.dead_lettered = result.rejected_count = 600
+            result.rejected = {self.WHY: 590, "id: an unknown field": 10}
+        else:
+            result.processed, result.dead_lettered = 600, 12
+        return result
+
+    def test_status_and_exit(
+        self,
+        no_broker: None,
+        monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        monkeypatch.setattr(runner, "run_case", self.rejecting)
+        argv = ["--codecs", "msgspec-json,protobuf", "--no-bench"]
+        assert cli.main([*argv, "--out", str(tmp_path)]) == 1
+        written = read(tmp_path / "report.json")
+        rows = written.summary["medium"]
+        assert rows["msgspec-json"].rejected_all == self.WHY
+        assert rows["protobuf"].rejected_all is None
+        status = {body[0].split()[0]: body[1] for body in tables(written)[0][2]}
+        assert status == {
+            "msgspec-json": f"DEAD-LETTERED ALL: {self.WHY[:60]}",
+            "protobuf": "ok",
+        }
+        assert f"DEAD-LETTERED ALL: {self.WHY[:60]}" in capsys.readouterr().out
