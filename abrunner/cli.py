@@ -183,7 +183,10 @@ def plan_from_settings(s: AbSettings) -> Plan:
         profiles += [Profile("large", size) for size in s.large_bytes]
     same = {"rate", "duration", "warmup", "repeat", "max_mode", "max_messages"}
     codecs, left_out, skipped = schema_limits(
-        s.schema_, tuple(s.codecs), synthetic=s.replay is None
+        s.schema_,
+        tuple(s.codecs),
+        synthetic=s.replay is None,
+        named="codecs" in s.model_fields_set,
     )
     baseline = s.chosen_baseline
     if baseline not in codecs and s.baseline is None:  # the default one, left out

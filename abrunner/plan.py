@@ -225,15 +225,26 @@ class Case(NamedTuple):
 
 
 def schema_limits(
-    spec: str | None, codecs: tuple[str, ...], *, synthetic: bool = True
+    spec: str | None,
+    codecs: tuple[str, ...],
+    *,
+    synthetic: bool = True,
+    named: bool = False,
 ) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[str, ...]]:
     """For a user's schema: the codecs that can run it, those left out (with why),
     and the checks of the user's form a kept codec skips.
 
+    Args:
+        spec: the `--schema` setting (None: a built-in profile).
+        codecs: the codecs of the run.
+        synthetic: payloads are made (not replayed).
+        named: the codecs were named (`--codecs`): each must carry the schema.
+
     Raises:
-        ConfigError: no codec asked for can run the schema; or, for synthetic
-            payloads, a field none can be made for (every such field named), so
-            that no case starts a worker for nothing.
+        ConfigError: a named codec cannot carry the schema (every such codec and
+            field, a line each), or none of the default ones can; or, for
+            synthetic payloads, a field none can be made for (every such field
+            named), so that no case starts a worker for nothing.
     """
     user = None if spec is None else user_schema(spec)
     if user is None:
@@ -246,6 +257,11 @@ def schema_limits(
         if (why := codec_refusal(codec, user)) is not None
     )
     kept = tuple(c for c in codecs if c not in dict(left_out))
+    if named and left_out:
+        raise ConfigError(
+            "--codecs: "
+            + "; ".join(why.removeprefix("schema error: ") for _, why in left_out)
+        )
     if not kept:
         raise ConfigError("; ".join(why for _, why in left_out))
     skipped = tuple(

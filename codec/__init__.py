@@ -210,19 +210,46 @@ def get_codec(
 def codec_refusal(name: str, schema: SchemaName | SchemaForms) -> str | None:
     """Why codec `name` cannot run `schema` (one line per field), or None.
 
-    Two sources: a field a user's schema cannot carry in that codec (an int past
-    64 bits for MessagePack, say), and a format whose derived form cannot hold the
-    schema (FlatBuffers, Cap'n Proto, Avro).
+    Two sources, both listed in full: the parts of a user's schema the codec's
+    format cannot carry (`schemas.formats`: a date for protobuf, an int past 64
+    bits for MessagePack...), and, for FlatBuffers, Cap'n Proto and Avro, the
+    derived form's own rules (names, nesting), each field once.
     """
     bound = SCHEMAS[schema] if isinstance(schema, str) else schema
     refusal = getattr(bound, "refusal", None)
-    why = None if refusal is None else str(refusal(name) or "") or None
     derive = _DERIVED_FORMS.get(name)
-    if why is None and derive is not None:
+    failed = None
+    if derive is not None:
         try:
             form = derive(shape_of(bound))
             if isinstance(form, FbsForm):
                 generated_modules(form)
         except ConfigError as exc:
-            why = str(exc)
-    return why
+            failed = str(exc)
+    if refusal is None:
+        return failed
+    known = tuple(getattr(bound, "refused", {}).get(name, ()))
+    more = tuple(line for line in _lines(failed) if not _listed(line, known))
+    why = refusal(name, more)
+    return None if why is None else str(why)
+
+
+def _lines(text: str | None) -> list[str]:
+    """The "PATH: REASON" lines of a refusal's text (`Refusals.raise_any`)."""
+    if text is None:
+        return []
+    head, *rest = text.splitlines()
+    if rest:
+        return [line.strip() for line in rest]
+    return [head.removeprefix("schema error: ")]
+
+
+def _listed(line: str, known: tuple[str, ...]) -> bool:
+    """The same field (last path part) and reason is listed already."""
+    path, _, reason = line.partition(": ")
+    field = path.rsplit(".", 1)[-1]
+    for other in known:
+        other_path, _, other_reason = other.partition(": ")
+        if other_reason == reason and other_path.rsplit(".", 1)[-1] == field:
+            return True
+    return False

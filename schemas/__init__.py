@@ -7,6 +7,7 @@ The base every other package stands on (`schemas` <- `codec` <- `service`, `load
 | --- | --- |
 | `errors` | the project's one exception tree |
 | `shape` | the format-neutral shape model every derivation goes through |
+| `formats` | which codec's format carries which shape: per-codec refusals, one line per field |
 | `compare` | field-by-field comparison of decoded objects |
 | `prototext` | `.proto` text parsed without protoc |
 | `builtin` | the built-in schemas: `messages.proto`, its generated module, Structs and models |

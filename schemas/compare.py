@@ -8,7 +8,9 @@ if it is a str or int Enum, which is why plain Enums are refused. protobuf's own
 wrappers are the only values converted: a Timestamp becomes an aware UTC datetime, an
 unset `optional` field None, a repeated field a list, a map a dict, and the strings
 that carry UUIDs and Decimals become `uuid.UUID` and `Decimal` again (text that is
-not one stays text, so it differs from the other codecs' value).
+not one stays text, so it differs from the other codecs' value). A set decodes to a
+set, compared as one; a tuple reads as a list; a union's value is read with the
+member it is (by the tag, else by class name).
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from schemas.shape import (
     MapOf,
     MessageShape,
     Scalar,
+    TupleOf,
     TypeShape,
+    UnionOf,
 )
 
 _MAX_REPR: Final = 60
@@ -50,6 +54,11 @@ def _rekey(value: Any, shape: TypeShape) -> Any:
         return None
     if isinstance(shape, MessageShape):
         return wire_keyed(value, shape)
+    if isinstance(shape, UnionOf):
+        member = _member_of_read(value, shape)
+        return value if member is None else _rekey(value, member)
+    if isinstance(shape, TupleOf):
+        return [_rekey(v, s) for v, s in zip(value, shape.items, strict=False)]
     if isinstance(shape, ListOf):
         return [_rekey(v, shape.item) for v in value]
     if isinstance(shape, MapOf):
@@ -67,6 +76,13 @@ def _read_field(obj: Any, f: FieldShape, proto: bool) -> Any:
 def _read(value: Any, shape: TypeShape, proto: bool) -> Any:
     if isinstance(shape, MessageShape):
         return read_native(value, shape)
+    if isinstance(shape, UnionOf):
+        member = _member_of(value, shape)
+        return value if member is None else _read(value, member, proto)
+    if isinstance(shape, TupleOf):
+        return [_read(v, s, proto) for v, s in zip(value, shape.items, strict=False)]
+    if isinstance(shape, ListOf) and shape.container in ("set", "frozenset"):
+        return frozenset(_read(v, shape.item, proto) for v in value)
     if isinstance(shape, ListOf):
         return [_read(v, shape.item, proto) for v in value]
     if isinstance(shape, MapOf):
@@ -81,6 +97,43 @@ def _read(value: Any, shape: TypeShape, proto: bool) -> Any:
             except (ValueError, ArithmeticError):
                 return value
     return value
+
+
+def _member_of(value: Any, shape: UnionOf) -> TypeShape | None:
+    """The message member a decoded union value is (None: not a message)."""
+    messages = [m for m in shape.members if isinstance(m, MessageShape)]
+    if not messages or value is None:
+        return None
+    if shape.tag_field is not None:
+        tag = getattr(value, shape.tag_field, None)
+        for member, value_tag in _tags(shape):
+            if tag == value_tag or getattr(tag, "value", None) == value_tag:
+                return member
+    name = type(value).__name__
+    return next((m for m in messages if m.name == name), None)
+
+
+def _tags(shape: UnionOf) -> list[tuple[MessageShape, Any]]:
+    """Each member of a tagged union with its tag value (`schemas.formats.union_tags`)."""
+    out = []
+    for member in shape.members if shape.tag_field else ():
+        if isinstance(member, MessageShape):
+            tag = next(f.type for f in member.fields if f.name == shape.tag_field)
+            if isinstance(tag, Choice):
+                out.append((member, tag.values[0]))
+    return out
+
+
+def _member_of_read(value: Any, shape: UnionOf) -> TypeShape | None:
+    """The message member a `read_native` dict of a union value was read with."""
+    if not isinstance(value, dict):
+        return None
+    for member, tag in _tags(shape):
+        if value.get(shape.tag_field) == tag:
+            return member
+    messages = [m for m in shape.members if isinstance(m, MessageShape)]
+    keys = set(value)
+    return next((m for m in messages if {f.name for f in m.fields} == keys), None)
 
 
 FROM_TEXT: Final[dict[str, Callable[[str], Any]]] = {
@@ -116,6 +169,20 @@ def diff(
                 expected.get(f.name), actual.get(f.name), f.type, f"{path}.{f.name}"
             )
         ]
+    if isinstance(shape, UnionOf):
+        member = _member_of_read(expected, shape)
+        if member is not None:
+            return diff(expected, actual, member, path)
+    if isinstance(shape, TupleOf) and isinstance(expected, list):
+        if not isinstance(actual, list) or len(actual) != len(expected):
+            return [(path, f"{_length(expected)} != {_length(actual)}")]
+        return [
+            d
+            for i, (e, a, s) in enumerate(
+                zip(expected, actual, shape.items, strict=True)
+            )
+            for d in diff(e, a, s, f"{path}[{i}]")
+        ]
     if isinstance(shape, ListOf) and isinstance(expected, list):
         if not isinstance(actual, list) or len(actual) != len(expected):
             return [(path, f"{_length(expected)} != {_length(actual)}")]
@@ -138,9 +205,9 @@ def diff(
 def _same(expected: Any, actual: Any, shape: TypeShape | None) -> bool:
     if isinstance(expected, bool) != isinstance(actual, bool):
         return False  # True == 1 in Python, but a bool field that decodes to 1 is wrong
-    if isinstance(shape, Choice | Scalar) or shape is None:
-        return bool(expected == actual)
-    return expected is None and actual is None
+    if isinstance(shape, MessageShape | MapOf | TupleOf):
+        return expected is None and actual is None
+    return bool(expected == actual)  # a leaf, a set, a union of leaves
 
 
 def _keys(value: Any) -> Any:

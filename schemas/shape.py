@@ -2,8 +2,9 @@
 
 A `MessageShape` is what the three forms (msgspec Struct, pydantic model, protobuf
 message) have in common. Each source (a pydantic model, a msgspec Struct, a `.proto`
-message) is read into a shape; each form is built from it. Whatever a shape cannot
-hold was refused while reading the source, with the field's dotted path.
+message) is read into a shape; each form is built from it. A shape holds what the
+user's own form does; a part a format cannot carry refuses that codec alone
+(`schemas.formats`), with the field's dotted path.
 
 | shape | Python | protobuf |
 | --- | --- | --- |
@@ -18,9 +19,14 @@ hold was refused while reading the source, with the field's dotted path.
 | `Choice` of str | a `str` Enum or `Literal` of str | `string` |
 | `Choice` of int | an `IntEnum` or `Literal` of int | `int64` (or the `.proto` enum) |
 | `ListOf` | `list[X]` | `repeated X` |
-| `MapOf` | `dict[K, V]` (K `str` or `int`) | `map<K, V>` |
+| `MapOf` | `dict[K, V]` | `map<K, V>` (K `str` or `int` only) |
 | `MessageShape` | a nested model / Struct | a message |
 | nullable field | `X | None` | `optional X` (field presence) |
+| `ListOf(container=...)` | `set[X]`, `frozenset[X]`, `tuple[X, ...]` | refused |
+| `TupleOf` | `tuple[X, Y]` | refused |
+| `UnionOf` | `A | B` (tagged when every member is a message with its own `Literal` in one field) | refused |
+| `Foreign` | a type only the user's own form holds (`IPv4Address`, `HttpUrl`, `Any`...) | refused |
+| `Scalar("date")`, `"time"`, `"timedelta"` | `date`, `time`, `timedelta` | refused |
 
 A field's `alias` is its key on the JSON and MessagePack wires (pydantic's
 `by_alias=True` output, a Struct's `rename`); `name` is the attribute every form has.
@@ -30,14 +36,23 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields as dc_fields
+from dataclasses import dataclass, fields as dc_fields
 from typing import Any, Final, Literal, TypeAlias
 
-from schemas.errors import ConfigError
-
 ScalarKind = Literal[
-    "str", "int", "float", "bool", "bytes", "datetime", "uuid", "decimal"
+    "str",
+    "int",
+    "float",
+    "bool",
+    "bytes",
+    "datetime",
+    "uuid",
+    "decimal",
+    "date",
+    "time",
+    "timedelta",
 ]
+Container = Literal["list", "tuple", "set", "frozenset"]
 
 TIMESTAMP: Final = ".google.protobuf.Timestamp"
 """The protobuf type a datetime maps to (an instant with nanosecond resolution)."""
@@ -105,7 +120,7 @@ class Scalar:
         """The protobuf type: a scalar keyword or `TIMESTAMP`."""
         if self.kind == "int":
             return int_width(self.constraints)
-        return _PROTO_SCALARS[self.kind]
+        return _PROTO_SCALARS.get(self.kind, "string")  # refused: `schemas.formats`
 
 
 _PROTO_SCALARS: Final[dict[str, str]] = {
@@ -142,17 +157,59 @@ class Choice:
 
 @dataclass(frozen=True, slots=True)
 class ListOf:
-    """A list of one item type (`repeated` in protobuf)."""
+    """A list of one item type (`repeated` in protobuf); `container` says which
+    Python collection decodes it (a set or a variable tuple besides a list)."""
 
     item: TypeShape
     constraints: Constraints = NO_CONSTRAINTS
+    container: Container = "list"
+
+
+@dataclass(frozen=True, slots=True)
+class TupleOf:
+    """A fixed-length tuple (`tuple[float, float]`): one shape per position."""
+
+    items: tuple[TypeShape, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UnionOf:
+    """One of several types (`A | B`), None too when `nullable`.
+
+    Attributes:
+        members: the member shapes, in declaration order.
+        nullable: None is a member (inside a list or map, or beside others).
+        tag_field: the attribute every member (all messages) holds a distinct
+            one-value `Literal` in (pydantic's discriminator): the member the tag
+            names is the one decoded. None when the members are not so tagged.
+    """
+
+    members: tuple[TypeShape, ...]
+    nullable: bool = False
+    tag_field: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Foreign:
+    """A type only the user's own form holds (`IPv4Address`, `HttpUrl`, `Any`...).
+
+    Attributes:
+        annotation: the user's annotation, which a derived pydantic model keeps.
+        name: its name in messages (`IPv4Address`).
+        sample: makes a valid JSON value from a random source, for synthetic
+            payloads; None when none can be made (a default or None is sent).
+    """
+
+    annotation: Any
+    name: str
+    sample: Callable[[Any], Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class MapOf:
-    """A dict with `str` or `int` keys (`map<K, V>` in protobuf)."""
+    """A dict (`map<K, V>` in protobuf, where K is `str` or `int` only)."""
 
-    key: Scalar
+    key: Scalar | Choice
     value: TypeShape
     constraints: Constraints = NO_CONSTRAINTS
 
@@ -213,7 +270,9 @@ class MessageShape:
     lax: bool = False
 
 
-TypeShape: TypeAlias = Scalar | Choice | ListOf | MapOf | MessageShape
+TypeShape: TypeAlias = (
+    Scalar | Choice | ListOf | MapOf | TupleOf | UnionOf | Foreign | MessageShape
+)
 
 
 def int_width(bounds: Constraints) -> str:
@@ -272,13 +331,27 @@ def messages(root: MessageShape) -> list[MessageShape]:
 
 
 def nested(shape: TypeShape) -> Iterator[MessageShape]:
-    """The messages a type shape refers to directly (through lists and maps)."""
+    """The messages a type shape refers to directly (through lists, maps, tuples
+    and union members)."""
     if isinstance(shape, MessageShape):
         yield shape
-    elif isinstance(shape, ListOf):
-        yield from nested(shape.item)
-    elif isinstance(shape, MapOf):
-        yield from nested(shape.value)
+    else:
+        for inner in parts(shape):
+            yield from nested(inner)
+
+
+def parts(shape: TypeShape) -> tuple[TypeShape, ...]:
+    """The shapes a container holds: a list's item, a map's key and value, a
+    tuple's items, a union's members (none for a scalar or a message)."""
+    if isinstance(shape, ListOf):
+        return (shape.item,)
+    if isinstance(shape, MapOf):
+        return (shape.key, shape.value)
+    if isinstance(shape, TupleOf):
+        return shape.items
+    if isinstance(shape, UnionOf):
+        return shape.members
+    return ()
 
 
 def unique_name(base: str, taken: set[str]) -> str:
@@ -291,47 +364,19 @@ def unique_name(base: str, taken: set[str]) -> str:
     return name
 
 
-@dataclass(slots=True)
-class Refusals:
-    """Collects every unmappable field, so one error names them all.
-
-    A refusal names the codecs it concerns: none (every form) makes the schema
-    unusable; some (e.g. only `protobuf`) leave the schema usable with the others.
-    """
-
-    found: list[str] = field(default_factory=list)
-    by_codec: dict[str, list[str]] = field(default_factory=dict)
-
-    def add(self, path: str, reason: str, codecs: tuple[str, ...] = ()) -> Scalar:
-        """Record a refusal; return a placeholder shape so reading can go on."""
-        if codecs:
-            for codec in codecs:
-                self.by_codec.setdefault(codec, []).append(f"{path}: {reason}")
-        else:
-            self.found.append(f"{path}: {reason}")
-        return Scalar("str")
-
-    def raise_any(self) -> None:
-        """Raise `ConfigError` naming every refusal, one line per field.
-
-        Raises:
-            ConfigError: "schema error: PATH: REASON" for one refusal; for more,
-                "schema error: N fields cannot be mapped:" and a line for each.
-        """
-        if len(self.found) == 1:
-            raise ConfigError("schema error: " + self.found[0])
-        if self.found:
-            raise ConfigError(refusal_text(self.found))
-
-
-def refusal_text(found: list[str]) -> str:
-    """Several refusals as one error text, a line per field."""
-    lines = "".join(f"\n  {line}" for line in found)
-    return f"schema error: {len(found)} fields cannot be mapped:{lines}"
-
-
 def describe(shape: TypeShape) -> str:
     """A short Python-like name of a shape, for summaries and messages."""
+    if isinstance(shape, Foreign):
+        return shape.name
+    if isinstance(shape, TupleOf):
+        return "tuple[" + ", ".join(describe(s) for s in shape.items) + "]"
+    if isinstance(shape, UnionOf):
+        names = [describe(s) for s in shape.members]
+        return " | ".join(names + (["None"] if shape.nullable else []))
+    if isinstance(shape, ListOf) and shape.container != "list":
+        if shape.container == "tuple":
+            return f"tuple[{describe(shape.item)}, ...]"
+        return f"{shape.container}[{describe(shape.item)}]"
     if isinstance(shape, Scalar):
         return _SCALAR_NAMES.get(shape.kind, shape.kind)
     if isinstance(shape, Choice):
@@ -346,3 +391,4 @@ def describe(shape: TypeShape) -> str:
 
 
 _SCALAR_NAMES: Final = {"uuid": "UUID", "decimal": "Decimal"}
+"""The Python names of the kinds not spelled as their type."""

@@ -6,6 +6,13 @@ codec wrote (what a shadow decode or a mixed topic does during a migration). Eve
 decoded object is read field by field and compared with the reference: the decode of
 the user's own form (json+pydantic for a model, msgspec-json for a Struct, protobuf
 for a `.proto`), or the first codec that decoded at all.
+
+Before any payload, every (codec, field) a format cannot carry is listed, one line
+each, union members and nested models included: in the default run those codecs
+are left out with that note; codecs named with `--codecs` must all carry the schema,
+or the check stops there (a `ConfigError` naming every line). The code of the model
+a codec does not run (validators, computed fields: `schemas.user.validators`) and the
+checks it skips are listed as facts, never as failures.
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ from schemas.errors import ConfigError
 from schemas.user.loader import UserSchema
 from schemas.user.skipped_checks import Skipped, skipped_checks
 from schemas.user.synthetic import SynthOptions, make_payloads
-from schematool.codecs import REFUSABLE, WIRE_CODECS, user_codec
+from schemas.user.validators import NotRun, not_run
+from schematool.codecs import WIRE_CODECS, user_codec
 
 _REFERENCE: Final = {
     "pydantic": "json+pydantic",
@@ -62,24 +70,42 @@ class CheckReport:
     findings: dict[tuple[str, str], Finding] = field(default_factory=dict)
     skipped: list[Skipped] = field(default_factory=list)
     """Checks your own form makes on decode that a codec skips (not a failure)."""
-    left_out: dict[str, str] = field(default_factory=dict)
-    """Codecs asked for that cannot carry the schema, with why (a failure)."""
-    refused: dict[str, str] = field(default_factory=dict)
-    """Formats of the default run that cannot hold the schema, with why (noted,
-    not a failure: name the codec with --codecs to make it one)."""
+    not_run: list[NotRun] = field(default_factory=list)
+    """Code of your model a codec does not run (not a failure)."""
+    explained: dict[tuple[str, str], Finding] = field(default_factory=dict)
+    """Differences on a field whose validator the codec does not run (`not_run`):
+    what that code changes, shown, not counted as a disagreement."""
+    refused: dict[str, list[str]] = field(default_factory=dict)
+    """Codecs of the default run that cannot carry the schema, with one
+    "PATH: REASON" line per field (noted, not a failure: name the codec with
+    --codecs to make it one)."""
 
     @property
     def ok(self) -> bool:
-        """True when every codec asked for ran and agreed on every payload."""
-        return not self.findings and not self.left_out
+        """True when every codec that ran agreed on every payload."""
+        return not self.findings
 
     def add(self, who: str, path: str, detail: str, payload: int) -> None:
-        """Record a disagreement; repeats of the same (who, path) are counted."""
+        """Record a disagreement; repeats of the same (who, path) are counted.
+
+        A difference on a field whose own validator the decoding codec does not
+        run is what that validator changes: it is kept apart (`explained`).
+        """
         key = (who, _general(path))
-        if key in self.findings:
-            self.findings[key].count += 1
+        reader = who.split(" -> ")[-1]
+        found = self.explained if self._validated(reader, key[1]) else self.findings
+        if key in found:
+            found[key].count += 1
         else:
-            self.findings[key] = Finding(who, key[1], detail, payload)
+            found[key] = Finding(who, key[1], detail, payload)
+
+    def _validated(self, codec: str, path: str) -> bool:
+        for n in self.not_run:
+            where = re.sub(r"<[^>]*>", "", n.path)
+            field_level = "." in where  # a model-wide one explains no one field
+            if field_level and codec in n.codecs and path == where:
+                return True
+        return False
 
     def failing(self, codec: str) -> int:
         """How many distinct disagreements `codec` had as the decoding side."""
@@ -94,39 +120,39 @@ def run_check(
     count: int = 50,
     seed: int = 0,
     options: SynthOptions | None = None,
-    codecs: Sequence[str] = WIRE_CODECS,
+    codecs: Sequence[str] | None = None,
 ) -> CheckReport:
     """Decode `count` seeded payloads of `schema` with every codec and compare.
 
+    Args:
+        schema: the user's schema.
+        count: payloads to check.
+        seed: their seed.
+        options: their sizes.
+        codecs: the codecs named on the command line; None: every wire codec,
+            leaving out (with a note) those that cannot carry the schema.
+
     Raises:
-        ConfigError: for an unknown codec name or an unsynthesizable field.
+        ConfigError: for an unknown codec name, a named codec that cannot carry
+            the schema (every such codec and field, a line each), or an
+            unsynthesizable field.
     """
-    left_out: dict[str, str] = {}
-    refused: dict[str, str] = {}
-    for name in codecs:
-        why = codec_refusal(name, schema) if name in WIRE_CODECS else None
-        if why is None:
-            continue
-        # A newer format that cannot hold the schema is noted in the default run;
-        # one of the six, or a codec named on the command line, must carry it.
-        if name in REFUSABLE and tuple(codecs) == WIRE_CODECS:
-            refused[name] = why
-        else:
-            left_out[name] = why
-    built = {
-        name: user_codec(name, schema)
-        for name in codecs
-        if name not in left_out and name not in refused
+    asked = tuple(WIRE_CODECS if codecs is None else codecs)
+    refused = {
+        name: refusal_lines(why)
+        for name in asked
+        if name in WIRE_CODECS and (why := codec_refusal(name, schema)) is not None
     }
+    if codecs is not None and refused:
+        raise ConfigError(_named_refusal(schema.name, refused))
+    built = {name: user_codec(name, schema) for name in asked if name not in refused}
     if not built:
-        raise ConfigError(
-            "; ".join(left_out.values()) or "--codecs: name at least one codec"
-        )
+        raise ConfigError("--codecs: name at least one codec")
     preferred = _REFERENCE[schema.source]
     reference = preferred if preferred in built else next(iter(built))
     report = CheckReport(schema.name, tuple(built), count, seed, reference)
-    report.left_out = left_out
     report.refused = refused
+    report.not_run = not_run(schema, asked)
     report.skipped = [
         Skipped(tuple(c for c in s.codecs if c in built), s.path, s.check)
         for s in skipped_checks(schema.shape, schema.source)
@@ -136,6 +162,21 @@ def run_check(
     for index, payload in enumerate(payloads):
         _check_payload(schema, built, payload, index, report)
     return report
+
+
+def refusal_lines(why: str) -> list[str]:
+    """The "PATH: REASON" lines of a codec's refusal (`codec.codec_refusal`)."""
+    head, *rest = why.splitlines()
+    return [line.strip() for line in rest] or [head.removeprefix("schema error: ")]
+
+
+def _named_refusal(schema: str, refused: dict[str, list[str]]) -> str:
+    lines = [f"{codec}: {line}" for codec, found in refused.items() for line in found]
+    names = ", ".join(refused)
+    return (
+        f"--codecs: {names} cannot carry {schema} ({len(lines)} fields; leave "
+        "them out, or change the fields):" + "".join(f"\n  {line}" for line in lines)
+    )
 
 
 def _check_payload(
@@ -209,32 +250,56 @@ def _error(exc: BaseException) -> str:
 
 
 def render(report: CheckReport) -> str:
-    """The report as text: one line per codec, then each disagreement."""
+    """The report as text: one line per codec, then every refused (codec, field),
+    the code and checks a codec skips, and each disagreement."""
     lines = [
         f"checked {report.payloads} payloads of {report.schema} (seed {report.seed}) "
         f"with {len(report.codecs)} codecs; reference: {report.reference}",
     ]
-    width = max(len(c) for c in (*report.codecs, *report.left_out, *report.refused))
+    width = max(len(c) for c in (*report.codecs, *report.refused))
     for codec in report.codecs:
         n = report.failing(codec)
         lines.append(
             f"  {codec:<{width}}  {'ok' if n == 0 else f'{n} disagreement(s)'}"
         )
-    for codec, why in (report.left_out | report.refused).items():
-        lines.append(f"  {codec:<{width}}  left out: " + why.replace("\n", "\n    "))
+    for codec, found in report.refused.items():
+        lines.append(
+            f"  {codec:<{width}}  left out: cannot carry {len(found)} field(s)"
+        )
+    if report.refused:
+        total = sum(len(found) for found in report.refused.values())
+        lines.append(
+            f"left out, a line per codec and field ({total}; name a codec with "
+            "--codecs to make its refusal an error):"
+        )
+        lines += [
+            f"  {codec}: {line}"
+            for codec, found in report.refused.items()
+            for line in found
+        ]
+    if report.not_run:
+        lines.append(
+            f"code of your model a codec does not run ({len(report.not_run)}; the "
+            "pydantic codecs run it, and their CPU figure includes it):"
+        )
+        lines += [f"  {n.line()}" for n in report.not_run]
     if report.skipped:
         lines.append(
             f"checks your own form makes that a codec skips ({len(report.skipped)}; "
             "that codec's CPU figure does not include them):"
         )
         lines += [f"  {s.line()}" for s in report.skipped]
-    if report.ok:
-        lines.append("all codecs agree")
-        return "\n".join(lines)
-    if not report.findings:
+    if report.explained:
         lines.append(
-            f"the codecs checked agree; left out: {', '.join(report.left_out)}"
+            "differences on a field whose validator that codec does not run (what "
+            "the validator changes; not a disagreement):"
         )
+        for f in report.explained.values():
+            more = f" [{f.count} times]" if f.count > 1 else ""
+            lines.append(f"  {f.who}: {f.path}: payload {f.payload}: {f.detail}{more}")
+    if report.ok:
+        left = f" ({len(report.refused)} left out above)" if report.refused else ""
+        lines.append(f"all codecs agree{left}")
         return "\n".join(lines)
     lines.append("disagreements (who: path: first occurrence):")
     for f in report.findings.values():

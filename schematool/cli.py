@@ -6,8 +6,10 @@
 
 SCHEMA is `MODULE:NAME` (a pydantic v2 model or a msgspec Struct, importable from
 PYTHONPATH or the current directory) or `FILE.proto:MESSAGE`.
-Exit status: 0 on success (check: every codec agreed), 1 when check found a
-disagreement, 2 for a bad flag or a schema that cannot be loaded (one line on stderr).
+Exit status: 0 on success (check: every codec that ran agreed; those that cannot
+carry the schema are left out with a line per field), 1 when check found a
+disagreement, 2 for a bad flag, a schema that cannot be loaded, or a codec named
+with `--codecs` that cannot carry the schema (a line per codec and field on stderr).
 """
 
 from __future__ import annotations
@@ -99,9 +101,11 @@ def _check_flags(check: argparse.ArgumentParser) -> None:
     check.add_argument(
         "--codecs",
         type=_names,
-        default=list(WIRE_CODECS),
+        default=None,
         metavar="A,B",
-        help=f"wire codecs, comma-separated (default: {','.join(WIRE_CODECS)})",
+        help="wire codecs, comma-separated; each must carry the schema, or the "
+        f"check exits 2 naming every field it cannot (default: {','.join(WIRE_CODECS)}, "
+        "leaving out with a note those that cannot carry it)",
     )
     for flag, default, what in (
         ("--list-len", _DEFAULTS.list_len, "items per list"),

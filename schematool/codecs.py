@@ -11,9 +11,6 @@ from schemas.user.loader import UserSchema
 WIRE_CODECS: Final[tuple[str, ...]] = tuple(REAL_CODECS)
 """Every codec with one wire format, in the registry's order."""
 
-REFUSABLE: Final = frozenset({"flatbuffers", "capnp", "avro"})
-"""Codecs whose format may be unable to hold a schema the others take."""
-
 
 def user_codec(name: str, schema: UserSchema) -> Codec[Any]:
     """The wire codec `name` bound to `schema`'s native type for that codec.

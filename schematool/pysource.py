@@ -20,11 +20,14 @@ from schemas.derive.msgspec_structs import msgspec_bounds
 from schemas.shape import (
     Choice,
     FieldShape,
+    Foreign,
     ListOf,
     MapOf,
     MessageShape,
     Scalar,
+    TupleOf,
     TypeShape,
+    UnionOf,
     messages,
 )
 from schemas.user.loader import UserSchema
@@ -40,6 +43,9 @@ _BASES: Final[dict[str, str]] = {
     "datetime": "datetime.datetime",
     "uuid": "uuid.UUID",
     "decimal": "decimal.Decimal",
+    "date": "datetime.date",
+    "time": "datetime.time",
+    "timedelta": "datetime.timedelta",
 }
 _HEADER: Final = '"""{what} derived by codec-schema from {spec}."""\n'
 _STRUCT_OPTIONS: Final = "frozen=True, kw_only=True, forbid_unknown_fields={}, gc=False"
@@ -55,11 +61,20 @@ def annotation_text(shape: TypeShape, flavor: Flavor) -> str:
             return "Literal[" + ", ".join(_literal(v) for v in shape.values) + "]"
         name = shape.enum.__qualname__
         return f"Annotated[{name}, Strict(False)]" if flavor == "pydantic" else name
+    if isinstance(shape, Foreign):  # msgspec has no such type (refused)
+        return "Any" if flavor == "msgspec" else shape.name
+    if isinstance(shape, TupleOf):
+        return f"tuple[{', '.join(annotation_text(s, flavor) for s in shape.items)}]"
+    if isinstance(shape, UnionOf):
+        members = [annotation_text(s, flavor) for s in shape.members]
+        return " | ".join(members + (["None"] if shape.nullable else []))
     if isinstance(shape, ListOf):
-        base = f"list[{annotation_text(shape.item, flavor)}]"
+        item = annotation_text(shape.item, flavor)
+        tuple_of = shape.container == "tuple"
+        base = f"tuple[{item}, ...]" if tuple_of else f"{shape.container}[{item}]"
     elif isinstance(shape, MapOf):
         key = annotation_text(shape.key, flavor)
-        if flavor == "pydantic" and shape.key.kind == "int":
+        if flavor == "pydantic" and getattr(shape.key, "kind", "") == "int":
             key = f"Annotated[{key}, Strict(False)]"
         base = f"dict[{key}, {annotation_text(shape.value, flavor)}]"
     else:
@@ -222,7 +237,7 @@ def _scalar(shape: Scalar, flavor: Flavor) -> str:
     if shape.kind == "datetime":
         base = "AwareDatetime" if shape.constraints.tz else "datetime.datetime"
         return f"Annotated[{base}, Strict(False)]"
-    if shape.kind in ("uuid", "decimal"):
+    if shape.kind in ("uuid", "decimal", "date", "time", "timedelta"):
         return f"Annotated[{_BASES[shape.kind]}, Strict(False)]"
     return _BASES[shape.kind]
 

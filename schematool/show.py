@@ -149,7 +149,8 @@ def _string_carried(shape: TypeShape) -> bool:
     if isinstance(shape, ListOf):
         return _string_carried(shape.item)
     if isinstance(shape, MapOf):
-        return shape.key.kind == "int" or _string_carried(shape.value)
+        key_int = isinstance(shape.key, Scalar) and shape.key.kind == "int"
+        return key_int or _string_carried(shape.value)
     if isinstance(shape, Choice):
         return shape.enum is not None
     return isinstance(shape, Scalar) and shape.kind in ("datetime", "bytes")

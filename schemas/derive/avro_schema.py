@@ -37,14 +37,15 @@ import json
 import re
 from typing import Any, Final
 
+from schemas.formats import Refusals, node_reasons
 from schemas.shape import (
     Choice,
     ListOf,
     MapOf,
     MessageShape,
-    Refusals,
     Scalar,
     TypeShape,
+    describe,
     int_range,
 )
 
@@ -115,6 +116,10 @@ class _Deriver:
         }
 
     def type(self, shape: TypeShape, path: str) -> Any:
+        unmapped = node_reasons(shape, "avro")
+        if unmapped:  # a date, a set, a union...: refused, with the same reason
+            self._refusals.add(path, "; ".join(unmapped))
+            return "string"
         if isinstance(shape, MessageShape):
             return self.record(shape, path)
         if isinstance(shape, ListOf):
@@ -123,7 +128,10 @@ class _Deriver:
             return {"type": "map", "values": self.type(shape.value, path + "{}")}
         if isinstance(shape, Choice):
             return "string" if isinstance(shape.values[0], str) else "long"
-        return _scalar(shape)
+        if isinstance(shape, Scalar):
+            return _scalar(shape)
+        self._refusals.add(path, f"Avro has no {describe(shape)} type")
+        return "string"
 
 
 def _scalar(shape: Scalar) -> Any:

@@ -25,13 +25,15 @@ import hashlib
 from dataclasses import dataclass
 from typing import Final
 
+from schemas.formats import Refusals, node_reasons
 from schemas.shape import (
     Choice,
     ListOf,
     MapOf,
     MessageShape,
-    Refusals,
+    Scalar,
     TypeShape,
+    describe,
     int_width,
     messages,
     unique_name,
@@ -136,6 +138,10 @@ def capnp_form(root: MessageShape) -> CapnpForm:
 def _type(
     shape: TypeShape, structs: dict[int, str], refusals: Refusals, path: str
 ) -> str:
+    unmapped = node_reasons(shape, "capnp")
+    if unmapped:  # a date, a set, a union...: refused, with the same reason
+        refusals.add(path, "; ".join(unmapped))
+        return "Text"
     if isinstance(shape, MessageShape):
         return structs[id(shape)]
     if isinstance(shape, ListOf):
@@ -145,6 +151,9 @@ def _type(
         return "Void"
     if isinstance(shape, Choice):
         return "Text" if isinstance(shape.values[0], str) else "Int64"
+    if not isinstance(shape, Scalar) or shape.kind not in (*_SCALARS, "int"):
+        refusals.add(path, f"Cap'n Proto has no {describe(shape)} type")
+        return "Text"
     if shape.kind == "int":
         return _INTS[int_width(shape.constraints)]
     return _SCALARS[shape.kind]

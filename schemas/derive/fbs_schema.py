@@ -28,15 +28,16 @@ import keyword
 from dataclasses import dataclass
 from typing import Final
 
+from schemas.formats import Refusals, node_reasons
 from schemas.shape import (
     Choice,
     FieldShape,
     ListOf,
     MapOf,
     MessageShape,
-    Refusals,
     Scalar,
     TypeShape,
+    describe,
     int_width,
     messages,
     unique_name,
@@ -97,7 +98,7 @@ def scalar_type(shape: Scalar | Choice) -> str:
         return _INTS[int_width(shape.constraints)]
     if shape.kind == "bytes":
         return "[ubyte]"
-    return _SCALARS[shape.kind]
+    return _SCALARS.get(shape.kind, "string")  # others are refused (`_type`)
 
 
 def is_offset(shape: TypeShape) -> bool:
@@ -174,6 +175,10 @@ def _check_name(
 def _type(
     shape: TypeShape, tables: dict[int, str], refusals: Refusals, path: str
 ) -> str:
+    unmapped = node_reasons(shape, "flatbuffers")
+    if unmapped:  # a date, a set, a union...: refused, with the same reason
+        refusals.add(path, "; ".join(unmapped))
+        return "string"
     if isinstance(shape, MessageShape):
         return tables[id(shape)]
     if isinstance(shape, ListOf):
@@ -187,4 +192,7 @@ def _type(
     if isinstance(shape, MapOf):
         refusals.add(path, "FlatBuffers has no map inside a list or map")
         return "[ubyte]"
-    return scalar_type(shape)
+    if isinstance(shape, Scalar | Choice):
+        return scalar_type(shape)
+    refusals.add(path, f"FlatBuffers has no {describe(shape)} type")
+    return "string"

@@ -7,6 +7,12 @@ as pydantic's default `extra="ignore"` does. Aliases are the wire keys (`rename`
 msgspec is strict: "42" is not an int. Bounds msgspec cannot check (on a Decimal,
 an int bound past int64, `max_digits`, `decimal_places`) are left out of `Meta`:
 `msgspec_bounds` says which, and `codec-schema check` reports them.
+
+The members of a tagged union (`UnionOf.tag_field`) are tagged Structs: the tag is
+`tag_field`/`tag` (msgspec reads the member the tag names, as pydantic's
+discriminator does) and stays readable by attribute (a property returning the tag),
+as logic reads it on every codec. Parts msgspec has no type for (`Foreign`) are `Any`
+here, and the codecs of this form are refused for them (`schemas.formats`).
 """
 
 from __future__ import annotations
@@ -15,20 +21,25 @@ import datetime
 import decimal
 import uuid
 from types import GenericAlias
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, Union
 
 import msgspec
 
+from schemas.formats import union_tags
 from schemas.shape import (
     Choice,
     Constraints,
     FieldShape,
+    Foreign,
     ListOf,
     MapOf,
     MessageShape,
     Scalar,
+    TupleOf,
     TypeShape,
+    UnionOf,
     messages,
+    parts,
 )
 
 DERIVED_MODULE: Final = "schemas.derived"
@@ -43,6 +54,14 @@ PYTHON_TYPES: Final[dict[str, type]] = {
     "datetime": datetime.datetime,
     "uuid": uuid.UUID,
     "decimal": decimal.Decimal,
+    "date": datetime.date,
+    "time": datetime.time,
+    "timedelta": datetime.timedelta,
+}
+_CONTAINERS: Final[dict[str, type]] = {
+    "list": list,
+    "set": set,
+    "frozenset": frozenset,
 }
 
 _INT64: Final = (-(2**63), 2**63 - 1)
@@ -53,19 +72,52 @@ _NEVER: Final = frozenset({"max_digits", "decimal_places"})
 def build_structs(root: MessageShape) -> type[msgspec.Struct]:
     """The Struct for `root`, built after the Structs it nests."""
     built: dict[int, type[msgspec.Struct]] = {}
+    tags = _tagged(root)
     for msg in messages(root):
-        rename = {f.name: f.alias for f in msg.fields if f.alias}
+        tag = tags.get(id(msg))
+        kept = [f for f in msg.fields if tag is None or f.name != tag[0]]
+        options: dict[str, Any] = {}
+        if tag is not None:
+            name, wire, value = tag
+            options = {
+                "tag_field": wire,
+                "tag": value,
+                "namespace": {name: _constant(value)},
+            }
+        rename = {f.name: f.alias for f in kept if f.alias}
         built[id(msg)] = msgspec.defstruct(
             msg.name,
-            [_field(f, built) for f in msg.fields],
+            [_field(f, built) for f in kept],
             module=DERIVED_MODULE,
             frozen=True,
             kw_only=True,
             forbid_unknown_fields=msg.forbid_unknown,
             gc=False,
             rename=rename or None,
+            **options,
         )
     return built[id(root)]
+
+
+def _constant(value: str | int) -> property:
+    """A read-only attribute holding a tagged Struct's tag, as logic reads it."""
+    return property(lambda _self: value)
+
+
+def _tagged(root: MessageShape) -> dict[int, tuple[str, str, str | int]]:
+    """Members of tagged unions: message id -> (tag attribute, wire key, value)."""
+    out: dict[int, tuple[str, str, str | int]] = {}
+    pending: list[Any] = [f.type for m in messages(root) for f in m.fields]
+    while pending:
+        shape = pending.pop()
+        if isinstance(shape, UnionOf) and shape.tag_field is not None:
+            for member, value in zip(shape.members, union_tags(shape), strict=True):
+                assert isinstance(member, MessageShape)  # noqa: S101  (tagged)
+                tag = next(f for f in member.fields if f.name == shape.tag_field)
+                out.setdefault(id(member), (tag.name, tag.wire, value))
+        if not isinstance(shape, MessageShape):
+            pending.extend(parts(shape))
+    return out
 
 
 def _field(
@@ -86,8 +138,19 @@ def _annotation(shape: TypeShape, built: dict[int, type[msgspec.Struct]]) -> Any
         return built[id(shape)]
     if isinstance(shape, Choice):
         return shape.enum or Literal.__getitem__(shape.values)
+    if isinstance(shape, Foreign):
+        return Any
+    if isinstance(shape, TupleOf):
+        return GenericAlias(tuple, tuple(_annotation(s, built) for s in shape.items))
+    if isinstance(shape, UnionOf):
+        members = [_annotation(s, built) for s in shape.members]
+        return Union.__getitem__((*members, *([None] if shape.nullable else [])))
     if isinstance(shape, ListOf):
-        base: Any = GenericAlias(list, (_annotation(shape.item, built),))
+        item = _annotation(shape.item, built)
+        if shape.container == "tuple":
+            base: Any = GenericAlias(tuple, (item, ...))
+        else:
+            base = GenericAlias(_CONTAINERS[shape.container], (item,))
     elif isinstance(shape, MapOf):
         key, value = _annotation(shape.key, built), _annotation(shape.value, built)
         base = GenericAlias(dict, (key, value))

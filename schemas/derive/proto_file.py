@@ -45,6 +45,12 @@ _TYPES: Final[dict[str, FieldProto.Type.ValueType]] = {
 }
 
 
+_CARRIED: Final = frozenset(
+    {"str", "int", "float", "bool", "bytes", "datetime", "uuid", "decimal"}
+)
+"""The scalar kinds protobuf has a type for (the others: `schemas.formats`)."""
+
+
 def build_file(
     root: MessageShape, package: str, filename: str
 ) -> descriptor_pb2.FileDescriptorProto:
@@ -53,7 +59,9 @@ def build_file(
     Field numbers follow declaration order from 1; a nullable field is `optional`
     (explicit presence), so None and a zero value stay distinct on the wire. Field
     names are the attribute names (identifiers); an alias is kept as `json_name`.
-    UUIDs and Decimals are strings (their canonical and exact text).
+    UUIDs and Decimals are strings (their canonical and exact text). A part
+    protobuf has no type for (a date, a set, a union: `schemas.formats`) is a
+    `string` placeholder here, and the protobuf codec is refused for that schema.
     """
     file = descriptor_pb2.FileDescriptorProto(
         name=filename, package=package, syntax="proto3"
@@ -97,9 +105,9 @@ def _add_field(
     field = desc.field.add(name=f.name, number=number, label=FieldProto.LABEL_OPTIONAL)
     if f.alias:
         field.json_name = f.alias
-    if f.nullable:
-        field.proto3_optional = True
     shape = f.type
+    if f.nullable and not isinstance(shape, ListOf | MapOf):
+        field.proto3_optional = True
     if isinstance(shape, MapOf):
         entry = desc.nested_type.add(name=map_entry_name(f.name))
         entry.options.map_entry = True
@@ -129,8 +137,12 @@ def _set_type(
     elif isinstance(shape, Scalar | Choice) and shape.proto == TIMESTAMP:
         field.type = FieldProto.TYPE_MESSAGE
         field.type_name = TIMESTAMP
-    elif isinstance(shape, Scalar | Choice):
+    elif isinstance(shape, Choice) or (
+        isinstance(shape, Scalar) and shape.kind in _CARRIED
+    ):
         field.type = _TYPES[shape.proto]
+    else:  # no protobuf type: a placeholder in a form the codec is refused for
+        field.type = FieldProto.TYPE_STRING
 
 
 def _all_fields(

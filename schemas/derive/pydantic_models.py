@@ -13,25 +13,29 @@ from __future__ import annotations
 
 import warnings
 from types import GenericAlias
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, Union
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from schemas.derive.msgspec_structs import DERIVED_MODULE, PYTHON_TYPES
+from schemas.formats import Refusals
 from schemas.shape import (
     Choice,
     FieldShape,
+    Foreign,
     ListOf,
     MapOf,
     MessageShape,
-    Refusals,
     Scalar,
+    TupleOf,
     TypeShape,
+    UnionOf,
     messages,
 )
 
 _LENIENT: Final = Strict(False)
+_CONTAINERS: Final[dict[str, type]] = {"list": list, "set": set, "frozenset": frozenset}
 
 
 def build_models(root: MessageShape) -> type[BaseModel]:
@@ -86,11 +90,23 @@ def annotation_of(shape: TypeShape, built: dict[int, type[BaseModel]]) -> Any:
         if shape.enum is None:
             return Literal.__getitem__(shape.values)
         return Annotated[shape.enum, _LENIENT]
+    if isinstance(shape, Foreign):
+        return shape.annotation
+    if isinstance(shape, TupleOf):
+        items = tuple(annotation_of(s, built) for s in shape.items)
+        return GenericAlias(tuple, items)
+    if isinstance(shape, UnionOf):
+        members = [annotation_of(s, built) for s in shape.members]
+        return Union.__getitem__((*members, *([None] if shape.nullable else [])))
     if isinstance(shape, ListOf):
-        base: Any = GenericAlias(list, (annotation_of(shape.item, built),))
+        item = annotation_of(shape.item, built)
+        if shape.container == "tuple":
+            base: Any = GenericAlias(tuple, (item, ...))
+        else:
+            base = GenericAlias(_CONTAINERS[shape.container], (item,))
     elif isinstance(shape, MapOf):
         key = annotation_of(shape.key, built)
-        if shape.key.kind == "int":
+        if isinstance(shape.key, Scalar) and shape.key.kind == "int":
             key = Annotated[key, _LENIENT]
         base = GenericAlias(dict, (key, annotation_of(shape.value, built)))
     else:
@@ -107,6 +123,6 @@ def _scalar(shape: Scalar) -> Any:
             pydantic.AwareDatetime if shape.constraints.tz else PYTHON_TYPES["datetime"]
         )
         return Annotated[base, _LENIENT]
-    if shape.kind in ("uuid", "decimal"):
+    if shape.kind in ("uuid", "decimal", "date", "time", "timedelta"):
         return Annotated[PYTHON_TYPES[shape.kind], _LENIENT]
     return PYTHON_TYPES[shape.kind]

@@ -6,6 +6,7 @@
 | `pydantic_reader`, `msgspec_reader`, `proto_reader` | a model, a Struct or a `.proto` message read into a shape |
 | `type_hints`, `field_bounds` | annotations and `Field(...)` metadata read into kinds and bounds |
 | `skipped_checks` | which codec skips which check the user's own form makes |
+| `validators` | which codec does not run which validator or computed field of the model |
 | `synthetic`, `regex_strings` | seeded synthetic payloads for any shape |
 
 May import `schemas.errors`, `schemas.shape`, `schemas.compare`, `schemas.derive` and

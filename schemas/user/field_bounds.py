@@ -2,7 +2,8 @@
 
 What changes only what is accepted (`strict`, `allow_inf_nan`...) is ignored; what
 bounds a value (`ge`, `max_length`, `pattern`, `max_digits`...) becomes `Constraints`;
-code (validators, serializers) and unknown metadata are refused in plain words.
+validators are noted as code the derived forms do not run (`Refusals.notes`);
+serializers and unknown metadata refuse the derived forms' codecs, in plain words.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from pydantic.types import (
     StringConstraints,
 )
 
-from schemas.shape import Constraints, Refusals, Scalar, TypeShape
+from schemas.formats import Refusals
+from schemas.shape import Constraints, Foreign, Scalar, TypeShape
 
 BOUNDS: Final = frozenset(Constraints.__dataclass_fields__) - {"tz"}
 _IGNORED: Final = frozenset(
@@ -37,13 +39,24 @@ _IGNORED: Final = frozenset(
 """Metadata that changes what is accepted, never the decoded value."""
 
 _VALIDATORS: Final = (AfterValidator, BeforeValidator, PlainValidator, WrapValidator)
-WHY_CODE: Final = (
-    "the derived msgspec and protobuf forms cannot run it, so they could decode "
-    "to other values"
-)
-NAIVE_REASON: Final = (
-    "a protobuf Timestamp is an instant: it never equals a naive datetime"
-)
+EFFECTS: Final = {
+    "after": "values arrive as sent: what it changes is not changed, what it "
+    "rejects is accepted",
+    "before": "input is not converted first: what it would convert is rejected "
+    "or read as sent",
+    "wrap": "pydantic's parsing of it is replaced by yours there: the derived "
+    "form checks the declared type only",
+    "plain": "pydantic's parsing of it is replaced by yours there: the derived "
+    "form checks the declared type only",
+    "transform": "strings are not changed on the way in",
+}
+"""What a validator that a codec does not run means for the values it decodes."""
+_MODES: Final = {
+    AfterValidator: "after",
+    BeforeValidator: "before",
+    PlainValidator: "plain",
+    WrapValidator: "wrap",
+}
 
 
 class MetaReader:
@@ -65,7 +78,9 @@ class MetaReader:
     ) -> None:
         refuse = self._refusals.add
         if isinstance(item, _VALIDATORS):
-            refuse(path, f"custom validator {_func(item)}: {WHY_CODE}")
+            mode = _MODES[type(item)]
+            what = f"{type(item).__name__} {_func(item)}"
+            self._refusals.notes.append((path, what, EFFECTS[mode]))
         elif isinstance(item, PlainSerializer | WrapSerializer):
             refuse(path, f"custom serializer {_func(item)} changes the JSON wire")
         elif isinstance(item, EncodedBytes):
@@ -83,6 +98,8 @@ class MetaReader:
                     bounds[key] = value
                 else:
                     refuse(path, f"{_spelling(item, key)} is not mapped")
+        elif isinstance(item, pydantic.Discriminator | pydantic.Tag):
+            pass  # picks a union member: the tag field the shape finds does the same
         elif not isinstance(item, str):  # a bare string is documentation
             refuse(path, f"the annotation {_public_name(item)} is not mapped")
 
@@ -91,9 +108,8 @@ class MetaReader:
     ) -> None:
         for key in ("strip_whitespace", "to_upper", "to_lower"):
             if getattr(item, key):
-                self._refusals.add(
-                    path, f"StringConstraints({key}=True) changes values"
-                )
+                what = f"StringConstraints({key}=True)"
+                self._refusals.notes.append((path, what, EFFECTS["transform"]))
         for key in ("min_length", "max_length", "pattern"):
             if getattr(item, key) is not None:
                 bounds[key] = getattr(item, key)
@@ -101,15 +117,24 @@ class MetaReader:
     def special(
         self, annotation: Any, bounds: Constraints, path: str
     ) -> TypeShape | None:
-        """pydantic's own datetime types; None for any other annotation."""
+        """pydantic's own datetime and URL types; None for any other annotation."""
         if annotation is pydantic.AwareDatetime:
             return Scalar("datetime", bounds.merged(tz=True))
         if annotation is pydantic.NaiveDatetime:
-            self._refusals.add(path, NAIVE_REASON, ("protobuf",))
             return Scalar("datetime", _naive(bounds))
         if annotation in (pydantic.PastDatetime, pydantic.FutureDatetime):
-            return self._refusals.add(path, "a time-dependent check is not mapped")
+            self._refusals.add(path, "a time-dependent check is not mapped")
+            return Scalar("datetime", bounds)
+        if isinstance(annotation, type) and issubclass(annotation, _URLS):
+            return Foreign(annotation, annotation.__name__, _sample_url)
         return None
+
+
+_URLS: Final = (pydantic.AnyUrl, pydantic.networks._BaseUrl)
+
+
+def _sample_url(rng: Any) -> str:
+    return f"https://example.com/track/{rng.randrange(10**6)}"
 
 
 def _naive(bounds: Constraints) -> Constraints:

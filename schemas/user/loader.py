@@ -23,8 +23,9 @@ from schemas.derive.msgspec_structs import build_structs
 from schemas.derive.proto_file import build_file, message_class
 from schemas.derive.pydantic_models import build_models
 from schemas.errors import ConfigError
+from schemas.formats import DERIVED_CODECS, Refusals, carriage
 from schemas.prototext.parser import parse_proto
-from schemas.shape import MessageShape, Refusals
+from schemas.shape import MessageShape
 from schemas.user.msgspec_reader import read_struct
 from schemas.user.proto_reader import full_message_name, read_proto
 from schemas.user.pydantic_reader import read_model
@@ -46,6 +47,8 @@ class UserSchema:
         proto_file: the protobuf file the `proto` class comes from.
         refused: codecs that cannot carry some field, by codec name, with one
             "PATH: REASON" line per field; the other codecs run.
+        notes: code of the user's form the derived forms do not run (validators,
+            computed fields), as (path, what, effect) (`schemas.user.validators`).
     """
 
     name: str
@@ -56,10 +59,16 @@ class UserSchema:
     source: SourceKind
     proto_file: descriptor_pb2.FileDescriptorProto
     refused: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    notes: tuple[tuple[str, str, str], ...] = ()
 
-    def refusal(self, codec: str) -> str | None:
-        """Why `codec` cannot run this schema (one line per field), or None."""
-        lines = self.refused.get(codec)
+    def refusal(self, codec: str, more: tuple[str, ...] = ()) -> str | None:
+        """Why `codec` cannot run this schema (one line per field), or None.
+
+        Args:
+            codec: a registry key.
+            more: further "PATH: REASON" lines (a derived schema's own rules).
+        """
+        lines = (*self.refused.get(codec, ()), *more)
         if not lines:
             return None
         where = "".join(f"\n  {line}" for line in lines)
@@ -98,22 +107,25 @@ def from_class(cls: object, name: str) -> UserSchema:
     if isinstance(cls, type) and issubclass(cls, BaseModel):
         shape = read_model(cls, refusals)
         file = _derived_file(cls, shape)
+        struct = build_structs(shape)
+        refused = _by_codec(refusals, shape, "pydantic")
         return UserSchema(
             name,
-            build_structs(shape),
+            struct,
             cls,
             message_class(file, shape.proto_name),
             shape,
             "pydantic",
             file,
-            _by_codec(refusals),
+            _msgspec_decodes(struct, refused),
+            tuple(refusals.notes),
         )
     if isinstance(cls, type) and issubclass(cls, msgspec.Struct):
         shape = read_struct(cls, refusals)
         file = _derived_file(cls, shape)
         model = build_models(shape)
         proto = message_class(file, shape.proto_name)
-        refused = _by_codec(refusals)
+        refused = _by_codec(refusals, shape, "msgspec")
         return UserSchema(name, cls, model, proto, shape, "msgspec", file, refused)
     raise ConfigError(
         f"schema error: {name}: {cls!r} is not a pydantic BaseModel or msgspec "
@@ -121,8 +133,42 @@ def from_class(cls: object, name: str) -> UserSchema:
     )
 
 
-def _by_codec(refusals: Refusals) -> dict[str, tuple[str, ...]]:
-    return {codec: tuple(lines) for codec, lines in refusals.by_codec.items()}
+def _by_codec(
+    refusals: Refusals, shape: MessageShape, source: str
+) -> dict[str, tuple[str, ...]]:
+    """The reader's refusals, then every part a format cannot carry, by codec."""
+    out = {codec: list(lines) for codec, lines in refusals.by_codec.items()}
+    for codec, lines in carriage(shape, source).items():
+        out.setdefault(codec, []).extend(lines)
+    order = {codec: i for i, codec in enumerate(DERIVED_CODECS)}
+    return {
+        codec: tuple(out[codec])
+        for codec in sorted(out, key=lambda c: order.get(c, -1))
+    }
+
+
+def _msgspec_decodes(
+    struct: type[msgspec.Struct], refused: dict[str, tuple[str, ...]]
+) -> dict[str, tuple[str, ...]]:
+    """`refused`, with the msgspec codecs refused when msgspec cannot decode the
+    derived Struct for a reason not already listed.
+
+    msgspec checks a type when a decoder is made; its rules for unions (one
+    str-like member, one Struct unless tagged...) are its own, so its message
+    is the reason.
+    """
+    out = dict(refused)
+    for codec, make in (
+        ("msgspec-json", msgspec.json.Decoder),
+        ("msgspec-msgpack", msgspec.msgpack.Decoder),
+    ):
+        if codec in out:
+            continue
+        try:
+            make(struct)
+        except TypeError as exc:
+            out[codec] = (f"{struct.__name__}: msgspec: {exc}",)
+    return out
 
 
 def _derived_file(cls: type, shape: MessageShape) -> descriptor_pb2.FileDescriptorProto:

@@ -6,12 +6,12 @@ from typing import Any, Final
 
 import msgspec
 
+from schemas.formats import Refusals
 from schemas.shape import (
     NO_DEFAULT,
     Constraints,
     FieldShape,
     MessageShape,
-    Refusals,
     unique_name,
 )
 from schemas.user.type_hints import AnnotationReader
@@ -124,13 +124,6 @@ class _StructReader:
                     for key in _BOUNDS
                     if getattr(item, key) is not None
                 }
-                if item.tz is False:
-                    self._refusals.add(
-                        path,
-                        "a protobuf Timestamp is an instant: it never equals a "
-                        "naive datetime",
-                        ("protobuf",),
-                    )
                 if item.tz is not None:
                     bounds["tz"] = item.tz
             elif not isinstance(item, str):

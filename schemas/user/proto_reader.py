@@ -9,6 +9,7 @@ from typing import Final
 from google.protobuf import descriptor_pb2
 
 from schemas.errors import ConfigError
+from schemas.formats import Refusals
 from schemas.shape import (
     TIMESTAMP,
     Choice,
@@ -17,7 +18,6 @@ from schemas.shape import (
     ListOf,
     MapOf,
     MessageShape,
-    Refusals,
     Scalar,
     TypeShape,
     unique_name,

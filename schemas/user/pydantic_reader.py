@@ -1,6 +1,10 @@
-"""Read a pydantic v2 model into a shape, refusing what the other forms cannot match.
+"""Read a pydantic v2 model into a shape, refusing the derived forms what they cannot match.
 
-Aliases are the wire keys (what `model_dump(by_alias=True)` writes); `extra` and
+The user's model is always run by the pydantic codecs: nothing here refuses a model
+pydantic validates as a whole. What a derived form cannot match (a serializer, an
+alias read under another key) refuses the codecs of derived forms
+(`schemas.formats.DERIVED_CODECS`); validators and computed fields are noted as code
+those codecs do not run (`schemas.user.validators`), not refused. Aliases are the wire keys (what `model_dump(by_alias=True)` writes); `extra` and
 lax mode are recorded on each message shape, so the derived forms can follow them
 or the check can say which codec differs. Field metadata: `schemas.user.field_bounds`.
 """
@@ -18,28 +22,39 @@ from pydantic import BaseModel, RootModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from schemas.errors import ConfigError
+from schemas.formats import DERIVED_CODECS, Refusals
 from schemas.shape import (
     NO_DEFAULT,
     FieldShape,
+    Foreign,
     MessageShape,
-    Refusals,
     Scalar,
     TypeShape,
     unique_name,
 )
-from schemas.user.field_bounds import WHY_CODE, MetaReader
+from schemas.user.field_bounds import EFFECTS, MetaReader
 from schemas.user.type_hints import AnnotationReader
 
 _TRANSFORMS: Final = ("str_strip_whitespace", "str_to_lower", "str_to_upper")
-_CONFIG_REFUSED: Final = (*_TRANSFORMS, "str_min_length")
-_DECORATORS: Final = (
-    ("validators", "validator"),
-    ("field_validators", "custom validator"),
-    ("root_validators", "root validator"),
-    ("model_validators", "model validator"),
+_CONFIG_REFUSED: Final = ("str_min_length",)
+_REFUSED_CODE: Final = (
     ("field_serializers", "custom serializer"),
     ("model_serializers", "model serializer"),
-    ("computed_fields", "computed field"),
+)
+_NOTED_CODE: Final = (
+    ("validators", "validator"),
+    ("field_validators", "field_validator"),
+    ("root_validators", "root_validator"),
+    ("model_validators", "model_validator"),
+    ("computed_fields", "computed_field"),
+)
+_MODEL_EFFECT: Final = (
+    "the messages it rejects are accepted and the values it sets arrive as sent"
+)
+_COMPUTED_EFFECT: Final = (
+    "the decoded object has no such attribute, and pydantic writes it to JSON "
+    "where the derived forms do not"
 )
 
 
@@ -53,10 +68,13 @@ def read_model(
         refusals: collects what some codecs cannot carry (`Refusals.by_codec`).
 
     Raises:
-        ConfigError: naming every field no form can hold, one line each.
+        ConfigError: for a model pydantic cannot validate (not fully defined, a
+            RootModel): one line each.
     """
     refusals = refusals if refusals is not None else Refusals()
+    refusals.everyone = DERIVED_CODECS
     shape = _ModelReader(refusals).message(model, model.__name__)
+    assert isinstance(shape, MessageShape)  # noqa: S101  (the root is never open)
     refusals.raise_any()
     return shape
 
@@ -79,12 +97,12 @@ class _ModelReader:
             check_scalar=self._check_scalar,
         )
 
-    def message(self, model: type[BaseModel], path: str) -> MessageShape:
-        """Read `model`, reached at `path`."""
+    def message(self, model: type[BaseModel], path: str) -> MessageShape | Foreign:
+        """Read `model`, reached at `path` (a `Foreign` when inside itself)."""
         if model in self._done:
             return self._done[model]
         if model in self._open:
-            return _placeholder(self._refusals, path, model)
+            return _recursive(model)
         self._open.add(model)
         outer, self._config = self._config, dict(model.model_config)
         self._check_model(model, path)
@@ -105,7 +123,9 @@ class _ModelReader:
         self._done[model] = shape
         return shape
 
-    def _nested(self, cls: type, path: str) -> MessageShape | None:
+    def _nested(self, cls: type, path: str) -> TypeShape | None:
+        if issubclass(cls, RootModel):
+            return Foreign(cls, cls.__name__)
         if issubclass(cls, BaseModel):
             return self.message(cls, path)
         return None
@@ -116,20 +136,34 @@ class _ModelReader:
             try:  # a forward reference defined after the model: resolve it now
                 model.model_rebuild()
             except pydantic.PydanticUserError as exc:
-                refuse(path, f"the model is not fully defined: {exc.message}")
+                raise ConfigError(
+                    f"schema error: {path}: the model is not fully defined: "
+                    f"{exc.message}"
+                ) from None
         if issubclass(model, RootModel):
-            refuse(path, "a RootModel is not a message with fields")
+            raise ConfigError(
+                f"schema error: {path}: a RootModel is not a message with fields"
+            )
         for key in _CONFIG_REFUSED:
             if self._config.get(key):
-                refuse(path, f"model_config {key} changes values on the way in")
+                refuse(path, f"model_config {key} changes what is accepted")
+        for key in _TRANSFORMS:
+            if self._config.get(key):
+                note = (path, f"model_config {key}", EFFECTS["transform"])
+                self._refusals.notes.append(note)
         if self._config.get("json_encoders"):
             refuse(path, "model_config json_encoders changes the JSON wire")
         decorators = model.__pydantic_decorators__
-        for attr, what in _DECORATORS:
+        for attr, what in _REFUSED_CODE:
             for name, dec in getattr(decorators, attr).items():
-                targets = getattr(dec.info, "fields", ("*",))
-                where = path if "*" in targets else f"{path}.{targets[0]}"
-                refuse(where, f"{what} {name!r}: {WHY_CODE}")
+                refuse(_where(path, dec), f"{what} {name!r} changes the JSON wire")
+        for attr, what in _NOTED_CODE:
+            for name, dec in getattr(decorators, attr).items():
+                mode = getattr(dec.info, "mode", "")
+                label = f"{what}{f'(mode={mode!r})' if mode else ''} {name!r}"
+                self._refusals.notes.append(
+                    (_where(path, dec), label, _effect(attr, mode))
+                )
 
     def _field(self, name: str, info: FieldInfo, path: str) -> FieldShape:
         refuse = self._refusals.add
@@ -192,10 +226,14 @@ def _default(
         float,
         str,
         bytes,
-        datetime.datetime,
+        datetime.date,  # datetime.datetime too
+        datetime.time,
+        datetime.timedelta,
         enum.Enum,
         uuid.UUID,
         decimal.Decimal,
+        tuple,
+        frozenset,
     )
     if isinstance(value, immutable) and not isinstance(shape, MessageShape):
         return value, None
@@ -203,8 +241,19 @@ def _default(
     return NO_DEFAULT, None
 
 
-def _placeholder(refusals: Refusals, path: str, model: type) -> MessageShape:
-    refusals.add(
-        path, f"{model.__name__} refers to itself: recursive models are not mapped"
-    )
-    return MessageShape(model.__name__)
+def _recursive(model: type) -> Foreign:
+    """A model reached inside itself: only the user's own form holds the cycle."""
+    return Foreign(model, f"{model.__name__} (recursive)")
+
+
+def _where(path: str, dec: Any) -> str:
+    targets = getattr(dec.info, "fields", ("*",))
+    return path if "*" in targets else f"{path}.{targets[0]}"
+
+
+def _effect(attr: str, mode: str) -> str:
+    if attr == "computed_fields":
+        return _COMPUTED_EFFECT
+    if attr in ("model_validators", "root_validators"):
+        return _MODEL_EFFECT
+    return EFFECTS.get(mode, EFFECTS["after"])

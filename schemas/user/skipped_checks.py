@@ -38,7 +38,10 @@ from schemas.shape import (
     MapOf,
     MessageShape,
     Scalar,
+    TupleOf,
     TypeShape,
+    UnionOf,
+    describe,
     int_range,
     int_width,
 )
@@ -270,4 +273,16 @@ def _nested(shape: TypeShape) -> list[tuple[MessageShape, str]]:
         return [(m, "[]" + s) for m, s in _nested(shape.item)]
     if isinstance(shape, MapOf):
         return [(m, "{}" + s) for m, s in _nested(shape.value)]
+    if isinstance(shape, UnionOf):  # a member's path: `Event.payload<PickedUp>`
+        return [
+            (m, f"<{describe(member)}>" + s)
+            for member in shape.members
+            for m, s in _nested(member)
+        ]
+    if isinstance(shape, TupleOf):
+        return [
+            (m, f"[{i}]" + s)
+            for i, item in enumerate(shape.items)
+            for m, s in _nested(item)
+        ]
     return []

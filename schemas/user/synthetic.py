@@ -7,7 +7,11 @@ written as JSON carries them, so that every form reads them back exactly:
 
 | shape | builtins value |
 | --- | --- |
-| datetime | RFC 3339 text in UTC with microseconds (`2026-03-01T12:00:00.123456Z`) |
+| datetime | RFC 3339 text in UTC with microseconds (`2026-03-01T12:00:00.123456Z`); naive-only: no offset |
+| date, time, timedelta | ISO 8601 text (`2026-03-01`, `12:00:00.123456`, `P3DT1200S`) |
+| set, frozenset, tuple | a list (distinct items for a set) |
+| union | one member's value, picked at random (None too when it is nullable) |
+| `Foreign` (`IPv4Address`, `HttpUrl`...) | its sample text; else the field's default, or None |
 | bytes | standard base64 text |
 | UUID | its canonical text (version 4) |
 | Decimal | its text, with `decimal_places` places (2 when unset) and `max_digits` digits |
@@ -31,19 +35,23 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from schemas.errors import ConfigError
+from schemas.formats import refusal_text
 from schemas.shape import (
     Choice,
     Constraints,
     FieldShape,
+    Foreign,
     ListOf,
     MapOf,
     MessageShape,
     Scalar,
+    TupleOf,
     TypeShape,
+    UnionOf,
     int_range,
     int_width,
     messages,
-    refusal_text,
+    parts,
 )
 from schemas.user.regex_strings import matching, unsupported
 
@@ -105,7 +113,20 @@ class _Synth:
         self._options = options
 
     def message(self, shape: MessageShape, path: str) -> dict[str, Any]:
-        return {f.wire: self._field(f, f"{path}.{f.name}") for f in shape.fields}
+        out: dict[str, Any] = {}
+        for f in shape.fields:
+            where = f"{path}.{f.name}"
+            if isinstance(f.type, Foreign) and f.type.sample is None:
+                if f.nullable:
+                    out[f.wire] = None
+                elif f.required:
+                    raise ConfigError(
+                        f"schema error: {where}: no synthetic {f.type.name} value "
+                        "can be made (give the field a default)"
+                    )
+                continue  # its default stands in
+            out[f.wire] = self._field(f, where)
+        return out
 
     def _field(self, f: FieldShape, path: str) -> Any:
         if f.nullable and self._rng.random() < self._options.none_ratio:
@@ -119,9 +140,23 @@ class _Synth:
             return self._rng.choice(shape.values)
         if isinstance(shape, ListOf):
             n = self._length(self._options.list_len, shape.constraints, path)
+            if isinstance(shape.item, Foreign) and shape.item.sample is None:
+                return []
             return [self._value(shape.item, f"{path}[]") for _ in range(n)]
         if isinstance(shape, MapOf):
             return self._map(shape, path)
+        if isinstance(shape, TupleOf):
+            return [self._value(s, f"{path}[{i}]") for i, s in enumerate(shape.items)]
+        if isinstance(shape, UnionOf):
+            if shape.nullable and self._rng.random() < self._options.none_ratio:
+                return None
+            return self._value(self._rng.choice(shape.members), path)
+        if isinstance(shape, Foreign):
+            if shape.sample is None:
+                raise ConfigError(
+                    f"schema error: {path}: no synthetic {shape.name} value can be made"
+                )
+            return shape.sample(self._rng)
         return self._scalar(shape, path)
 
     def _map(self, shape: MapOf, path: str) -> dict[Any, Any]:
@@ -131,8 +166,13 @@ class _Synth:
         for _ in range(n * 10):
             if len(keys) == n:
                 break
-            keys[self._scalar(shape.key, f"{path}{{key}}")] = None
+            keys[self._key(shape.key, f"{path}{{key}}")] = None
         return {k: self._value(shape.value, f"{path}{{}}") for k in keys}
+
+    def _key(self, shape: Scalar | Choice, path: str) -> Any:
+        if isinstance(shape, Choice):
+            return self._rng.choice(shape.values)
+        return self._scalar(shape, path)
 
     def _scalar(self, shape: Scalar, path: str) -> Any:
         rng, bounds = self._rng, shape.constraints
@@ -154,9 +194,17 @@ class _Synth:
         if shape.kind == "bytes":
             n = self._length(self._options.bytes_len, bounds, path)
             return base64.b64encode(rng.randbytes(n)).decode()
+        if shape.kind == "timedelta":
+            return f"P{rng.randrange(30)}DT{rng.randrange(86_400)}S"
         moment = _EPOCH + datetime.timedelta(
             seconds=rng.randrange(_SPAN_S), microseconds=rng.randrange(1_000_000)
         )
+        if shape.kind == "date":
+            return moment.date().isoformat()
+        if shape.kind == "time":
+            return moment.time().isoformat()
+        if bounds.tz is False:  # naive only: the wall-clock time, no offset
+            return moment.replace(tzinfo=None).isoformat()
         return moment.isoformat().replace("+00:00", "Z")
 
     def _matching(self, bounds: Constraints, path: str) -> str:
@@ -257,12 +305,12 @@ def _check_patterns(root: MessageShape) -> None:
     if len(found) == 1:
         raise ConfigError("schema error: " + found[0])
     if found:
-        raise ConfigError(refusal_text(found))
+        raise ConfigError(refusal_text(found, "synthesized"))
 
 
 def _leaves(shape: TypeShape) -> list[Scalar]:
-    if isinstance(shape, ListOf):
-        return _leaves(shape.item)
-    if isinstance(shape, MapOf):
-        return [shape.key, *_leaves(shape.value)]
-    return [shape] if isinstance(shape, Scalar) else []
+    if isinstance(shape, Scalar):
+        return [shape]
+    if isinstance(shape, MessageShape):
+        return []
+    return [leaf for inner in parts(shape) for leaf in _leaves(inner)]

@@ -2,7 +2,11 @@
 
 Both sources annotate fields with the same vocabulary (`X | None`, `list[X]`,
 `dict[K, V]`, `Literal`, Enum classes, `Annotated` bounds); this module maps the
-parts they share and leaves the library-specific metadata to a callback.
+parts they share and leaves the library-specific metadata to a callback. Nothing is
+refused here for a format's sake: the shape holds what the source holds, and
+`schemas.formats` says which codec cannot carry which part. What has no shape kind
+(`IPv4Address`, `Any`, a class no reader knows) is `Foreign`, run by the user's own
+form only.
 """
 
 from __future__ import annotations
@@ -10,22 +14,25 @@ from __future__ import annotations
 import datetime
 import decimal
 import enum
+import ipaddress
 import types
 import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
 
+from schemas.formats import Refusals, tag_field_of
 from schemas.shape import (
     Choice,
     Constraints,
+    Container,
+    Foreign,
     ListOf,
     MapOf,
-    MessageShape,
-    Refusals,
     Scalar,
     ScalarKind,
+    TupleOf,
     TypeShape,
-    fits_64_bits,
+    UnionOf,
 )
 
 _SCALARS: Final[dict[type, ScalarKind]] = {
@@ -36,30 +43,55 @@ _SCALARS: Final[dict[type, ScalarKind]] = {
     datetime.datetime: "datetime",
     uuid.UUID: "uuid",
     decimal.Decimal: "decimal",
+    datetime.date: "date",
+    datetime.time: "time",
+    datetime.timedelta: "timedelta",
 }
 
-WIDE_INT_CODECS: Final = ("msgspec-msgpack", "protobuf")
-"""The codecs whose wire holds no int past 64 bits (MessagePack, protobuf varints)."""
-
-_REFUSED: Final[dict[Any, str]] = {
-    set: "a set has no order or duplicates; protobuf's repeated keeps both: use list[X]",
-    frozenset: "a frozenset has no order or duplicates; protobuf's repeated keeps "
-    "both: use list[X]",
-    tuple: "a tuple decodes to a tuple in pydantic and msgspec but to a list in "
-    "protobuf: use list[X]",
-    datetime.date: "no protobuf type decodes to a date: use datetime",
-    datetime.time: "no protobuf type decodes to a time of day",
-    datetime.timedelta: "timedelta is not mapped (google.protobuf.Duration's JSON "
-    "form differs from pydantic's and msgspec's)",
-    Any: "Any has no protobuf type",
-    object: "object has no protobuf type",
+_COLLECTIONS: Final[dict[Any, Container]] = {
+    list: "list",
+    set: "set",
+    frozenset: "frozenset",
 }
+
+
+def _sample_address(version: int) -> Callable[[Any], str]:
+    def sample(rng: Any) -> str:
+        if version == 4:
+            return f"192.0.2.{rng.randrange(1, 255)}"
+        return f"2001:db8::{rng.randrange(1, 0xFFFF):x}"
+
+    return sample
+
+
+def _sample_network(version: int) -> Callable[[Any], str]:
+    def sample(rng: Any) -> str:
+        if version == 4:
+            return f"198.51.{rng.randrange(256)}.0/24"
+        return f"2001:db8:{rng.randrange(1, 0xFFFF):x}::/48"
+
+    return sample
+
+
+def _sample_any(rng: Any) -> str:
+    return f"any-{rng.randrange(1000)}"
+
+
+FOREIGN: Final[dict[Any, tuple[str, Callable[[Any], Any] | None]]] = {
+    ipaddress.IPv4Address: ("IPv4Address", _sample_address(4)),
+    ipaddress.IPv6Address: ("IPv6Address", _sample_address(6)),
+    ipaddress.IPv4Network: ("IPv4Network", _sample_network(4)),
+    ipaddress.IPv6Network: ("IPv6Network", _sample_network(6)),
+    Any: ("Any", _sample_any),
+    object: ("object", _sample_any),
+}
+"""Types only the user's own form holds, with a maker of synthetic JSON values."""
 
 MetaReader = Callable[[list[Any], str], tuple[Constraints, set[str]]]
 """Reads `Annotated` metadata: (items, path) -> (bounds, markers such as `base64`)."""
 
-MessageReader = Callable[[type, str], MessageShape | None]
-"""Reads a nested class into a message shape; None when it is not a message class."""
+MessageReader = Callable[[type, str], TypeShape | None]
+"""Reads a nested class into a shape (a message); None when no reader knows it."""
 
 SpecialReader = Callable[[Any, Constraints, str], TypeShape | None]
 """Maps a source's own types (e.g. pydantic's `AwareDatetime`); None: not special."""
@@ -103,135 +135,113 @@ class AnnotationReader:
         annotation, metadata = _unwrap(annotation, metadata)
         if _is_union(annotation):
             args = get_args(annotation)
-            rest = [a for a in args if a is not type(None)]
-            if len(rest) == len(args) - 1 and len(rest) == 1:
-                shape = self.value_type(rest[0], metadata, path)
-                if isinstance(shape, ListOf | MapOf):
-                    return self._refusals.add(
-                        path,
-                        "a protobuf repeated or map field cannot be None (it has no "
-                        "presence): drop the | None and default to empty",
-                    ), False
-                return shape, True
+            rest = tuple(a for a in args if a is not type(None))
+            if len(rest) < len(args):
+                if len(rest) == 1:
+                    return self.value_type(rest[0], metadata, path), True
+                return self._union(rest, False, path), True
         return self.value_type(annotation, metadata, path), False
 
     def value_type(self, annotation: Any, metadata: list[Any], path: str) -> TypeShape:
         """The shape of a non-nullable value (an item, a map value or a field)."""
         annotation, metadata = _unwrap(annotation, metadata)
-        refuse = self._refusals.add
         if _is_union(annotation):
-            return refuse(path, _union_reason(annotation))
+            args = get_args(annotation)
+            rest = tuple(a for a in args if a is not type(None))
+            return self._union(rest, len(rest) < len(args), path)
         bounds, markers = self._read_meta(metadata, path)
         if self._special is not None:
             shape = self._special(annotation, bounds, path)
             if shape is not None:
                 return shape
         origin = get_origin(annotation)
-        if origin is list:
-            return self._list(annotation, bounds, path)
+        if origin in _COLLECTIONS:
+            return self._list(annotation, bounds, path, _COLLECTIONS[origin])
+        if origin is tuple:
+            return self._tuple(get_args(annotation), bounds, path)
         if origin is dict:
             return self._map(annotation, bounds, path)
         if origin is Literal:
-            return self._literal(get_args(annotation), path)
-        if origin is not None and origin in _REFUSED:
-            return refuse(path, _REFUSED[origin])
-        if annotation in _REFUSED:
-            return refuse(path, _REFUSED[annotation])
-        if annotation in (list, dict):
-            return refuse(path, f"a bare {annotation.__name__} has no item type")
+            return self._literal(annotation, path)
+        if annotation in FOREIGN:
+            return Foreign(annotation, *FOREIGN[annotation])
         if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
             return self._enum(annotation, path)
         if annotation is bytes or annotation in _SCALARS:
             return self._scalar(annotation, bounds, markers, path)
+        if annotation in (list, dict, set, frozenset, tuple):
+            return Foreign(annotation, f"a bare {annotation.__name__}")
         if isinstance(annotation, type):
             message = self._read_message(annotation, path)
             if message is not None:
                 return message
-        return refuse(path, f"{_name(annotation)} has no protobuf type")
+        return Foreign(annotation, _name(annotation))
+
+    def _union(self, members: tuple[Any, ...], nullable: bool, path: str) -> TypeShape:
+        shapes = tuple(self.value_type(a, [], f"{path}<{_name(a)}>") for a in members)
+        return UnionOf(shapes, nullable, tag_field_of(shapes))
 
     def _scalar(
         self, annotation: Any, bounds: Constraints, markers: set[str], path: str
     ) -> TypeShape:
         kind = "bytes" if annotation is bytes else _SCALARS[annotation]
-        if kind == "int" and not fits_64_bits(bounds):
-            self._refusals.add(
-                path,
-                "its bounds allow ints past 64 bits, which MessagePack and protobuf "
-                "cannot carry",
-                WIDE_INT_CODECS,
-            )
         scalar = Scalar(kind, bounds)
         if self._check_scalar is not None:
             self._check_scalar(scalar, markers, path)
         return scalar
 
-    def _list(self, annotation: Any, bounds: Constraints, path: str) -> TypeShape:
+    def _list(
+        self, annotation: Any, bounds: Constraints, path: str, container: Container
+    ) -> TypeShape:
         (item_type,) = get_args(annotation) or (Any,)
-        item = self._item(item_type, f"{path}[]", "a list")
-        return ListOf(item, bounds)
+        return ListOf(self.value_type(item_type, [], f"{path}[]"), bounds, container)
+
+    def _tuple(
+        self, args: tuple[Any, ...], bounds: Constraints, path: str
+    ) -> TypeShape:
+        if len(args) == 2 and args[1] is Ellipsis:
+            item = self.value_type(args[0], [], f"{path}[]")
+            return ListOf(item, bounds, "tuple")
+        if not args or args == ((),):
+            return Foreign(tuple[()], "tuple[()]", lambda rng: [])
+        return TupleOf(
+            tuple(self.value_type(a, [], f"{path}[{i}]") for i, a in enumerate(args))
+        )
 
     def _map(self, annotation: Any, bounds: Constraints, path: str) -> TypeShape:
         key_type, value_type = get_args(annotation) or (Any, Any)
-        shape = self.value_type(key_type, [], f"{path}{{key}}")
-        key = (
-            shape
-            if isinstance(shape, Scalar) and shape.kind in ("str", "int")
-            else self._refusals.add(
-                f"{path}{{key}}", "map keys must be str or int (protobuf and JSON)"
+        key = self.value_type(key_type, [], f"{path}{{key}}")
+        if not isinstance(key, Scalar | Choice):
+            self._refusals.add(
+                f"{path}{{key}}", f"a {_name(key_type)} map key is not mapped"
             )
-        )
-        value = self._item(value_type, f"{path}{{}}", "a map")
+            key = Scalar("str")
+        value = self.value_type(value_type, [], f"{path}{{}}")
         return MapOf(key, value, bounds)
 
-    def _item(self, annotation: Any, path: str, where: str) -> TypeShape:
-        inner, _ = _unwrap(annotation, [])
-        if _is_union(inner) and type(None) in get_args(inner):
-            return self._refusals.add(
-                path, f"protobuf cannot hold None inside {where} (drop the | None)"
-            )
-        shape = self.value_type(annotation, [], path)
-        if isinstance(shape, ListOf | MapOf):
-            return self._refusals.add(
-                path,
-                f"a list or map inside {where} needs a wrapper message in "
-                "protobuf: declare a model holding it",
-            )
-        return shape
-
-    def _literal(self, values: tuple[Any, ...], path: str) -> TypeShape:
+    def _literal(self, annotation: Any, path: str) -> TypeShape:
+        values = get_args(annotation)
         if all(isinstance(v, str) for v in values):
             return Choice(tuple(values))
         if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
             return Choice(tuple(values))
-        return self._refusals.add(
-            path, "a Literal must hold only str or only int values"
-        )
+        self._refusals.add(path, "a Literal of mixed value kinds is not mapped")
+        return Foreign(annotation, "Literal", _pick(list(values)))
 
     def _enum(self, cls: type[enum.Enum], path: str) -> TypeShape:
         values = tuple(m.value for m in cls)
-        if issubclass(cls, enum.Flag):
-            return self._refusals.add(path, f"{cls.__name__} is a Flag enum")
-        if values and all(isinstance(v, str) for v in values):
-            if issubclass(cls, str):
-                return Choice(values, cls)
-            return self._refusals.add(path, _plain_enum_reason(cls, "str"))
-        if values and all(
+        same_kind = all(isinstance(v, str) for v in values) or all(
             isinstance(v, int) and not isinstance(v, bool) for v in values
-        ):
-            if issubclass(cls, int):
-                return Choice(values, cls)
-            return self._refusals.add(path, _plain_enum_reason(cls, "int"))
-        return self._refusals.add(
-            path, f"{cls.__name__} must have only str or only int values"
         )
+        if values and same_kind and not issubclass(cls, enum.Flag):
+            return Choice(values, cls)
+        why = "a Flag enum" if issubclass(cls, enum.Flag) else "of mixed value kinds"
+        self._refusals.add(path, f"{cls.__name__} is {why}: not mapped")
+        return Foreign(cls, cls.__name__, _pick(list(values)) if values else None)
 
 
-def _plain_enum_reason(cls: type, kind: str) -> str:
-    mixin = "StrEnum" if kind == "str" else "IntEnum"
-    return (
-        f"{cls.__name__} is a plain Enum: protobuf decodes its values as {kind}, "
-        f"which never equal a plain Enum member; derive it from {mixin}"
-    )
+def _pick(values: list[Any]) -> Callable[[Any], Any]:
+    return lambda rng: rng.choice(values)
 
 
 def _unwrap(annotation: Any, metadata: list[Any]) -> tuple[Any, list[Any]]:
@@ -246,14 +256,6 @@ def _unwrap(annotation: Any, metadata: list[Any]) -> tuple[Any, list[Any]]:
 
 def _is_union(annotation: Any) -> bool:
     return get_origin(annotation) in (Union, types.UnionType)
-
-
-def _union_reason(annotation: Any) -> str:
-    names = [_name(a) for a in get_args(annotation)]
-    return (
-        f"a union of {' and '.join(names)} has no single protobuf type "
-        "(only X | None is mapped)"
-    )
 
 
 def _name(annotation: Any) -> str:

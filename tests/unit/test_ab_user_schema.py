@@ -75,9 +75,9 @@ class TestPlan:
                 "schema replaces --large-bytes",
             ),
             (
-                ["--schema", "refused:Order"],
-                "ab.schema = 'refused:Order' (flag --schema): schema error: "
-                "Order.items[].price",
+                ["--schema", "refused:NotAModel"],
+                "ab.schema = 'refused:NotAModel' (flag --schema): schema error: "
+                "refused:NotAModel: ",
             ),
             (["--schema", SHOP, "--replay", "no-such.rec"], "replay: no such file"),
             (["--profiles", "small,medium", "--replay", "README.md"], "not a sweep"),
@@ -232,7 +232,7 @@ class TestSchemaLimits:
         with pytest.raises(ConfigError) as info:
             plan("--schema", "lookaround_models:L")
         lines = str(info.value).splitlines()
-        assert lines[0] == "schema error: 2 fields cannot be mapped:"
+        assert lines[0] == "schema error: 2 fields cannot be synthesized:"
         assert "L.a: cannot synthesize" in lines[1]
         assert "L.b: cannot synthesize" in lines[2]
 

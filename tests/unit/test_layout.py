@@ -30,6 +30,7 @@ PARTS = {
         "schemas": 0,
         "schemas.errors": 0,
         "schemas.shape": 1,
+        "schemas.formats": 2,
         "schemas.compare": 2,
         "schemas.prototext": 2,
         "schemas.builtin": 2,

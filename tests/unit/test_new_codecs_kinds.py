@@ -149,7 +149,10 @@ class Dashed(BaseModel):
 def test_an_alias_that_is_not_an_avro_name_refuses_avro_only() -> None:
     schema = from_class(Dashed, "dashed:Dashed")
     why = codec_refusal("avro", schema)
-    assert why == "schema error: Dashed.trace_id: 'trace-id' is not an Avro field name"
+    assert why == (
+        "schema error: avro cannot carry a field of dashed:Dashed:\n"
+        "  Dashed.trace_id: 'trace-id' is not an Avro field name"
+    )
     for name in ("flatbuffers", "capnp", "protobuf", "msgspec-json"):
         assert codec_refusal(name, schema) is None, name
 

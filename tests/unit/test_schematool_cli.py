@@ -123,11 +123,11 @@ class TestCheck:
         ("argv", "expected"),
         [
             (["check", "orders"], "expected MODULE:NAME"),
-            (["check", "refused:WithSet"], "WithSet.tags: a set"),
+            (["check", "refused:NotAModel"], "is not a pydantic BaseModel"),
             (["show", "no_such_models:X"], "cannot import"),
             (["check", "orders:Order", "--codecs", "auto"], "unknown codec 'auto'"),
             (["check", "orders:Order", "--count", "0"], "--count: expected at least 1"),
-            (["derive", "refused:Order"], "Order.items[].price"),
+            (["derive", "orders:Nope"], "'orders' has no 'Nope'"),
         ],
     )
     def test_errors_are_one_line_exit_2(

@@ -12,6 +12,7 @@ import pydantic
 import pytest
 from google.protobuf import json_format
 
+from codec import codec_refusal
 from schemas.compare import read_native
 from schemas.errors import ConfigError
 from schemas.user.loader import UserSchema, load_schema
@@ -209,19 +210,49 @@ class TestProtoSource:
 
 
 REFUSED = [
-    ("Order", "Order.items[].price: custom validator 'two_places'"),
-    ("UnionOfModels", "UnionOfModels.delivery: a union of Address and Locker"),
-    ("WithSet", "WithSet.tags: a set has no order"),
-    ("MixedTuple", "MixedTuple.pair: a tuple decodes to a tuple"),
-    ("WithValidator", "WithValidator.price: custom validator 'round_price'"),
-    ("WithAnnotatedValidator", "WithAnnotatedValidator.code: custom validator"),
-    ("PlainEnum", "PlainEnum.color: Color is a plain Enum"),
-    ("PlainBytes", "PlainBytes.blob: pydantic writes bytes to JSON as utf8 text"),
-    ("ListOfOptional", "ListOfOptional.values[]: protobuf cannot hold None"),
+    (
+        "UnionOfModels",
+        "msgspec-json",
+        "UnionOfModels.delivery: a union of Address | Locker with no Literal tag "
+        "field: msgspec tells Structs apart by a tag only",
+    ),
+    (
+        "UnionOfModels",
+        "protobuf",
+        "UnionOfModels.delivery: a union of Address | Locker (untagged) is not "
+        "mapped to a protobuf oneof yet",
+    ),
+    ("WithSet", "protobuf", "WithSet.tags: protobuf has no set type"),
+    ("WithSet", "avro", "WithSet.tags: Avro has no set type"),
+    ("MixedTuple", "capnp", "MixedTuple.pair: Cap'n Proto has no fixed-length tuple"),
+    ("PlainEnum", "protobuf", "PlainEnum.color: Color is a plain Enum: protobuf"),
+    ("PlainEnum", "flatbuffers", "PlainEnum.color: Color is a plain Enum: FlatB"),
+    ("PlainBytes", "msgspec-json", "PlainBytes.blob: pydantic writes bytes to JSON"),
+    (
+        "ListOfOptional",
+        "flatbuffers",
+        "ListOfOptional.values[]: FlatBuffers holds no None inside a list",
+    ),
     (
         "NullableList",
+        "protobuf",
         "NullableList.tags: a protobuf repeated or map field cannot be None",
     ),
+]
+"""(model, codec, refusal): what a format cannot carry refuses that codec alone."""
+
+CARRIED = [
+    ("WithSet", ("msgspec-json", "msgspec-msgpack")),
+    ("MixedTuple", ("msgspec-json", "msgspec-msgpack")),
+    ("PlainEnum", ("msgspec-json", "capnp", "avro")),
+    ("ListOfOptional", ("msgspec-json", "msgspec-msgpack")),
+    ("NullableList", ("msgspec-json", "flatbuffers", "capnp", "avro")),
+]
+
+NOTED = [
+    ("Order", "Order.items[].price", "AfterValidator 'two_places'"),
+    ("WithValidator", "WithValidator.price", "field_validator(mode='after')"),
+    ("WithAnnotatedValidator", "WithAnnotatedValidator.code", "AfterValidator"),
 ]
 
 REFUSED_STRUCTS = [
@@ -231,13 +262,36 @@ REFUSED_STRUCTS = [
 
 
 class TestRefusals:
-    """What no form can match is refused with the field's dotted path and why."""
+    """A model pydantic validates always loads; a format that cannot carry a field
+    refuses its codec alone, with the field's dotted path and why."""
 
-    @pytest.mark.parametrize(("name", "expected"), REFUSED)
-    def test_refused_with_path(self, name: str, expected: str) -> None:
-        text = refusal(f"refused:{name}")
-        assert text.startswith("schema error: ")
-        assert expected in text
+    @pytest.mark.parametrize(("name", "codec", "expected"), REFUSED)
+    def test_refused_for_that_codec_only(
+        self, name: str, codec: str, expected: str
+    ) -> None:
+        schema = load_schema(f"refused:{name}")
+        why = schema.refusal(codec) or ""
+        assert why.startswith(f"schema error: {codec} cannot carry ")
+        assert expected in why
+        for own in ("json+pydantic", "json-stdlib+pydantic", "orjson+pydantic"):
+            assert schema.refusal(own) is None
+
+    @pytest.mark.parametrize(("name", "codecs"), CARRIED)
+    def test_carried_where_the_format_has_the_type(
+        self, name: str, codecs: tuple[str, ...]
+    ) -> None:
+        schema = load_schema(f"refused:{name}")
+        assert [c for c in codecs if codec_refusal(c, schema)] == []
+
+    @pytest.mark.parametrize(("name", "path", "what"), NOTED)
+    def test_validators_are_noted_not_refused(
+        self, name: str, path: str, what: str
+    ) -> None:
+        schema = load_schema(f"refused:{name}")
+        assert schema.refused == {}
+        [(where, label, effect)] = schema.notes
+        assert (where, what in label) == (path, True)
+        assert "arrive as sent" in effect
 
     @pytest.mark.parametrize(("name", "expected"), REFUSED_STRUCTS)
     def test_refused_struct_with_path(self, name: str, expected: str) -> None:
@@ -251,10 +305,13 @@ class TestRefusals:
             "    a: set[int]\n    b: frozenset[int]\n"
         )
         monkeypatch.syspath_prepend(str(tmp_path))
-        text = refusal("two_bad:Two")
-        lines = text.splitlines()
-        assert lines[0] == "schema error: 2 fields cannot be mapped:"
+        schema = load_schema("two_bad:Two")
+        lines = (schema.refusal("protobuf") or "").splitlines()
+        assert (
+            lines[0] == "schema error: protobuf cannot carry 2 fields of two_bad:Two:"
+        )
         assert lines[1].startswith("  Two.a: ") and lines[2].startswith("  Two.b: ")
+        assert schema.refusal("msgspec-json") is None
 
     def test_naive_only_datetime_is_refused_for_protobuf_only(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

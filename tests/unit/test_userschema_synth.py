@@ -134,7 +134,7 @@ class TestPayloads:
         with pytest.raises(ConfigError) as info:
             make_payloads(shape, 1)
         lines = str(info.value).splitlines()
-        assert lines[0] == "schema error: 2 fields cannot be mapped:"
+        assert lines[0] == "schema error: 2 fields cannot be synthesized:"
         assert "M.a: cannot synthesize" in lines[1] and "look-around" in lines[1]
         assert "M.b: cannot synthesize" in lines[2] and "back-reference" in lines[2]
 

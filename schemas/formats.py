@@ -1,0 +1,384 @@
+"""Which codec's format carries which shape: every refusal is for one codec, with why.
+
+A pydantic model is always run by the three pydantic codecs (it is their form); each
+other codec runs a derived form, and a part of the shape its format has no type for
+refuses that codec alone, one "PATH: REASON" line per field, the reason naming the
+format. `carriage` walks a whole shape (union members and nested messages included)
+so that one pass names every (codec, field); the derived FlatBuffers, Cap'n Proto and
+Avro schemas add their own naming rules when built (`codec.codec_refusal`).
+
+| shape | msgspec | protobuf, FlatBuffers, Cap'n Proto, Avro |
+| --- | --- | --- |
+| `date`, `time`, `timedelta` | native | refused |
+| `set`, `frozenset`, `tuple` | native | refused (a list decodes) |
+| a union | tagged (a `Literal` tag field) or of distinct JSON kinds | refused |
+| `IPv4Address`, `HttpUrl`, `Any`... (`Foreign`) | refused | refused |
+| an int past 64 bits | JSON only (MessagePack refused) | refused |
+| a naive-only datetime | native | protobuf refused (a Timestamp is an instant) |
+| a plain `Enum` | native | protobuf, FlatBuffers refused (values, not members) |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from schemas.errors import ConfigError
+from schemas.shape import (
+    Choice,
+    Foreign,
+    ListOf,
+    MapOf,
+    MessageShape,
+    Scalar,
+    TupleOf,
+    TypeShape,
+    UnionOf,
+    describe,
+    fits_64_bits,
+)
+
+PYDANTIC_CODECS: Final = ("json+pydantic", "json-stdlib+pydantic", "orjson+pydantic")
+"""The codecs that run the pydantic form (a user's model as is)."""
+MSGSPEC_CODECS: Final = ("msgspec-json", "msgspec-msgpack")
+BINARY_CODECS: Final = ("protobuf", "flatbuffers", "capnp", "avro")
+DERIVED_CODECS: Final = (*MSGSPEC_CODECS, *BINARY_CODECS)
+"""The codecs that run a form derived from a pydantic model."""
+FORMAT_NAMES: Final = {
+    "msgspec-json": "msgspec",
+    "msgspec-msgpack": "msgspec",
+    "protobuf": "protobuf",
+    "flatbuffers": "FlatBuffers",
+    "capnp": "Cap'n Proto",
+    "avro": "Avro",
+}
+_LISTS: Final = {
+    "protobuf": "repeated field",
+    "flatbuffers": "vector",
+    "capnp": "List",
+    "avro": "array",
+}
+_UNIONS: Final = {
+    "protobuf": "oneof",
+    "flatbuffers": "union",
+    "capnp": "union",
+    "avro": "union",
+}
+_OWN: Final = {"msgspec": MSGSPEC_CODECS, "proto": ("protobuf",)}
+NAIVE_REASON: Final = (
+    "a protobuf Timestamp is an instant: it never equals a naive datetime"
+)
+
+
+@dataclass(slots=True)
+class Refusals:
+    """Collects every unmappable field, so one error names them all.
+
+    A refusal names the codecs it concerns: some (e.g. only `protobuf`) leave the
+    schema usable with the others. One that names none concerns `everyone`: the
+    codecs of derived forms for a pydantic model (its own codecs always run), or,
+    when `everyone` is empty (a Struct or `.proto` source, whose pydantic form is
+    derived), every form, which makes the schema unusable.
+
+    `notes` collects what is reported, not refused: code of the user's form
+    (validators, computed fields) the derived forms do not run, as
+    (path, what, effect) triples (`schemas.user.validators`).
+    """
+
+    found: list[str] = field(default_factory=list)
+    by_codec: dict[str, list[str]] = field(default_factory=dict)
+    everyone: tuple[str, ...] = ()
+    notes: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def add(self, path: str, reason: str, codecs: tuple[str, ...] = ()) -> Scalar:
+        """Record a refusal; return a placeholder shape so reading can go on."""
+        codecs = codecs or self.everyone
+        line = f"{path}: {reason}"
+        if codecs:
+            for codec in codecs:
+                lines = self.by_codec.setdefault(codec, [])
+                if line not in lines:
+                    lines.append(line)
+        else:
+            self.found.append(line)
+        return Scalar("str")
+
+    def raise_any(self) -> None:
+        """Raise `ConfigError` naming every refusal, one line per field.
+
+        Raises:
+            ConfigError: "schema error: PATH: REASON" for one refusal; for more,
+                "schema error: N fields cannot be mapped:" and a line for each.
+        """
+        if len(self.found) == 1:
+            raise ConfigError("schema error: " + self.found[0])
+        if self.found:
+            raise ConfigError(refusal_text(self.found))
+
+
+def refusal_text(found: list[str], what: str = "mapped") -> str:
+    """Several refusals as one error text, a line per field."""
+    lines = "".join(f"\n  {line}" for line in found)
+    return f"schema error: {len(found)} fields cannot be {what}:{lines}"
+
+
+def union_tags(shape: UnionOf) -> list[str | int]:
+    """The tag value of each member of a tagged union, in order (empty: untagged)."""
+    out: list[str | int] = []
+    for member in shape.members if shape.tag_field else ():
+        assert isinstance(member, MessageShape)  # noqa: S101  (tagged: messages)
+        tag = next(f for f in member.fields if f.name == shape.tag_field)
+        assert isinstance(tag.type, Choice)  # noqa: S101  (tagged: a Literal)
+        out.append(tag.type.values[0])
+    return out
+
+
+def tag_field_of(members: tuple[TypeShape, ...]) -> str | None:
+    """The field every member (all messages) holds a distinct one-value Literal in.
+
+    pydantic picks such a member by that field, discriminator declared or not (the
+    Literal fails for every other member); msgspec's tagged unions do the same.
+    """
+    if len(members) < 2 or not all(isinstance(m, MessageShape) for m in members):
+        return None
+    first = members[0]
+    assert isinstance(first, MessageShape)  # noqa: S101  (checked just above)
+    for candidate in first.fields:
+        tags = []
+        for member in members:
+            assert isinstance(member, MessageShape)  # noqa: S101
+            found = [f for f in member.fields if f.name == candidate.name]
+            kind = found[0].type if found and not found[0].nullable else None
+            if not (isinstance(kind, Choice) and len(kind.values) == 1):
+                break
+            if kind.enum is not None or (found[0].wire != candidate.wire):
+                break
+            tags.append(kind.values[0])
+        else:
+            if len(set(tags)) == len(tags):
+                return candidate.name
+    return None
+
+
+def carriage(root: MessageShape, source: str) -> dict[str, list[str]]:
+    """Every (codec, field) whose format cannot carry a part of `root`.
+
+    Args:
+        root: the schema's shape.
+        source: the user's own form (`pydantic`, `msgspec`, `proto`): the codecs
+            that run it carry everything it holds.
+
+    Returns:
+        codec -> one "PATH: REASON" line per field, in declaration order.
+    """
+    skip = _OWN.get(source, ())
+    out: dict[str, list[str]] = {}
+    _walk_message(root, root.name, out, set(skip), set())
+    return out
+
+
+def _walk_message(
+    msg: MessageShape,
+    path: str,
+    out: dict[str, list[str]],
+    skip: set[str],
+    seen: set[int],
+) -> None:
+    if id(msg) in seen:
+        return
+    seen.add(id(msg))
+    for f in msg.fields:
+        where = f"{path}.{f.name}"
+        if f.nullable and isinstance(f.type, ListOf | MapOf):
+            _add(
+                out,
+                skip,
+                ("protobuf",),
+                where,
+                "a protobuf repeated or map field cannot be None (it has no "
+                "presence): drop the | None and default to empty",
+            )
+        _walk(f.type, where, out, skip, seen)
+
+
+def _walk(
+    shape: TypeShape,
+    path: str,
+    out: dict[str, list[str]],
+    skip: set[str],
+    seen: set[int],
+) -> None:
+    if isinstance(shape, MessageShape):
+        _walk_message(shape, path, out, skip, seen)
+        return
+    for codec in DERIVED_CODECS:
+        for reason in node_reasons(shape, codec):
+            _add(out, skip, (codec,), path, reason)
+    if isinstance(shape, ListOf):
+        _walk(shape.item, path + "[]", out, skip, seen)
+    elif isinstance(shape, MapOf):
+        _walk(shape.key, path + "{key}", out, skip, seen)
+        _walk(shape.value, path + "{}", out, skip, seen)
+    elif isinstance(shape, TupleOf):
+        for i, item in enumerate(shape.items):
+            _walk(item, f"{path}[{i}]", out, skip, seen)
+    elif isinstance(shape, UnionOf):
+        for member in shape.members:
+            _walk(member, f"{path}<{describe(member)}>", out, skip, seen)
+
+
+def _add(
+    out: dict[str, list[str]],
+    skip: set[str],
+    codecs: tuple[str, ...],
+    path: str,
+    reason: str,
+) -> None:
+    for codec in codecs:
+        if codec not in skip:
+            lines = out.setdefault(codec, [])
+            if not any(line.startswith(f"{path}: ") for line in lines):
+                lines.append(f"{path}: {reason}")
+
+
+def node_reasons(shape: TypeShape, codec: str) -> list[str]:
+    """Why `codec`'s format cannot carry this part of a shape (not its parts).
+
+    The derived forms call it for the shapes they have no type for, so that a
+    form printed on its own names the same reason.
+    """
+    fmt = FORMAT_NAMES.get(codec)
+    if fmt is None:  # a pydantic codec: the user's own model carries everything
+        return []
+    rule = _RULES.get(type(shape))
+    return [] if rule is None else rule(shape, codec, fmt)
+
+
+def _scalar(shape: TypeShape, codec: str, fmt: str) -> list[str]:
+    assert isinstance(shape, Scalar)  # noqa: S101  (dispatched by type)
+    kind, out = shape.kind, []
+    if (
+        kind == "int"
+        and not fits_64_bits(shape.constraints)
+        and codec != MSGSPEC_CODECS[0]
+    ):
+        wire = "MessagePack" if codec == "msgspec-msgpack" else fmt
+        out.append(f"its bounds allow ints past 64 bits, which {wire} cannot carry")
+    if kind == "datetime" and shape.constraints.tz is False and codec == "protobuf":
+        out.append(NAIVE_REASON)
+    if kind in _TIME_KINDS and codec in BINARY_CODECS:
+        out.append(_TIME_KINDS[kind].get(codec) or f"{fmt} has no {kind} type")
+    return out
+
+
+_TIME_KINDS: Final[dict[str, dict[str, str]]] = {
+    "date": {
+        "protobuf": "no protobuf type decodes to a date (a Timestamp is an instant)",
+        "avro": "Avro's date logical type is not mapped yet",
+    },
+    "time": {
+        "protobuf": "no protobuf type decodes to a time of day",
+        "avro": "Avro's time-micros logical type is not mapped yet",
+    },
+    "timedelta": {
+        "protobuf": "google.protobuf.Duration is not mapped (its JSON form differs "
+        "from pydantic's and msgspec's)",
+        "avro": "Avro's duration (months, days, milliseconds) is not a timedelta",
+    },
+}
+
+
+def _choice(shape: TypeShape, codec: str, fmt: str) -> list[str]:
+    assert isinstance(shape, Choice)  # noqa: S101  (dispatched by type)
+    cls = shape.enum
+    if cls is None or codec not in ("protobuf", "flatbuffers"):
+        return []
+    kind, mixin = (
+        (str, "StrEnum") if isinstance(shape.values[0], str) else (int, "IntEnum")
+    )
+    if issubclass(cls, kind):
+        return []
+    return [
+        f"{cls.__name__} is a plain Enum: {fmt} decodes its values as "
+        f"{kind.__name__}, which never equal a plain Enum member; derive it from {mixin}"
+    ]
+
+
+def _list(shape: TypeShape, codec: str, fmt: str) -> list[str]:
+    assert isinstance(shape, ListOf)  # noqa: S101  (dispatched by type)
+    out = []
+    if codec in BINARY_CODECS and shape.container in ("set", "frozenset"):
+        out.append(
+            f"{fmt} has no set type: its {_LISTS[codec]} decodes to a list, with "
+            "order and duplicates"
+        )
+    elif codec in BINARY_CODECS and shape.container == "tuple":
+        out.append(f"{fmt} decodes a tuple as a list (its {_LISTS[codec]})")
+    if codec == "protobuf" and isinstance(shape.item, ListOf | MapOf | TupleOf):
+        out.append(
+            "a list or map inside a list needs a wrapper message in protobuf: "
+            "declare a model holding it"
+        )
+    return out
+
+
+def _map(shape: TypeShape, codec: str, fmt: str) -> list[str]:
+    assert isinstance(shape, MapOf)  # noqa: S101  (dispatched by type)
+    out = []
+    key = shape.key
+    if codec in BINARY_CODECS and not (
+        isinstance(key, Scalar) and key.kind in ("str", "int")
+    ):
+        out.append(f"{fmt} map keys are str or int here, not {describe(key)}")
+    if codec == "protobuf" and isinstance(shape.value, ListOf | MapOf | TupleOf):
+        out.append(
+            "a list or map inside a map needs a wrapper message in protobuf: "
+            "declare a model holding it"
+        )
+    return out
+
+
+def _tuple(shape: TypeShape, codec: str, fmt: str) -> list[str]:
+    if codec not in BINARY_CODECS:
+        return []
+    return [f"{fmt} has no fixed-length tuple (its {_LISTS[codec]} decodes a list)"]
+
+
+def _union(shape: TypeShape, codec: str, fmt: str) -> list[str]:
+    assert isinstance(shape, UnionOf)  # noqa: S101  (dispatched by type)
+    if codec in MSGSPEC_CODECS:
+        messages = [m for m in shape.members if isinstance(m, MessageShape)]
+        if len(messages) > 1 and shape.tag_field is None:
+            return [
+                f"a union of {describe(shape)} with no Literal tag field: msgspec "
+                "tells Structs apart by a tag only"
+            ]
+        return []
+    if len(shape.members) == 1:
+        return [f"{fmt} holds no None inside a list or map (drop the | None)"]
+    how = f"tagged by {shape.tag_field!r}" if shape.tag_field else "untagged"
+    return [
+        f"a union of {describe(shape)} ({how}) is not mapped to {_article(fmt)} "
+        f"{_UNIONS[codec]} yet"
+    ]
+
+
+def _foreign(shape: TypeShape, codec: str, fmt: str) -> list[str]:
+    assert isinstance(shape, Foreign)  # noqa: S101  (dispatched by type)
+    return [f"{fmt} has no {shape.name} type"]
+
+
+_RULES: Final[dict[type, Callable[[TypeShape, str, str], list[str]]]] = {
+    Scalar: _scalar,
+    Choice: _choice,
+    ListOf: _list,
+    MapOf: _map,
+    TupleOf: _tuple,
+    UnionOf: _union,
+    Foreign: _foreign,
+}
+
+
+def _article(fmt: str) -> str:
+    return f"an {fmt}" if fmt[0] in "AEIOU" else f"a {fmt}"
