@@ -70,6 +70,7 @@ def topic_partitions(s: LoadgenSettings) -> int:
             create=s.create_topics,
             partitions=s.partitions,
             timeout=METADATA_TIMEOUT_S,
+            connect=s.kafka.arguments(),
         )
     except KafkaException as exc:
         raise LoadgenError(cannot_reach(admin.bootstrap, admin.failure(exc))) from None

@@ -5,21 +5,25 @@ Commands::
     codec-kafka resolve | version | --version
     codec-kafka start [--port P] [--data-dir D] [--partitions N] [--heap H] [--foreground]
     codec-kafka stop [--data-dir D]
-    codec-kafka topics create NAME [NAME...] [--partitions N] [--config KEY=VALUE]...
-    codec-kafka topics list
+    codec-kafka topics create NAME [NAME...] [--partitions N] [--topic-config K=V]...
+    codec-kafka topics list [--internal]
     codec-kafka topics delete NAME [NAME...]
 
-Every error is one line on stderr: exit status 2 for a usage error, 1 for any other.
+The `topics` commands take what every tool takes to reach a cluster: `--config FILE`
+(its `[kafka]` table), `KAFKA_*`, `--bootstrap-servers` and the other `[kafka]` flags,
+`-X`, `--print-config`. Every error is one line on stderr: exit status 2 for a usage
+or configuration error, 1 for any other.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Final, NoReturn
@@ -40,18 +44,18 @@ from localkafka.state import (
 )
 from localkafka.topics import (
     CONNECT_TIMEOUT_S,
+    TOOL,
     TopicAdmin,
-    connection,
+    TopicsCommandSettings,
+    cluster,
     kafka_error_text,
 )
 from schemas.errors import ConfigError, LocalKafkaError
 from service import __version__
-from service.kafka.connection import DEFAULT_BOOTSTRAP, KafkaConnection
 from service.kafka.security_check import check_access
+from service.settings.cli_flags import KAFKA_FLAGS, add_common, add_flags, overrides
 
 PROG: Final = "codec-kafka"
-BOOTSTRAP_ENV: Final = "KAFKA_BOOTSTRAP_SERVERS"
-FALLBACK_BOOTSTRAP: Final = DEFAULT_BOOTSTRAP
 DEFAULT_PARTITIONS: Final = 4
 """The project's default partition count (DESIGN: `--partitions N`, default 4)."""
 
@@ -96,10 +100,12 @@ def _add_data_dir(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_topics(sub: argparse._SubParsersAction[_Parser]) -> None:
+def _add_topics(sub: argparse._SubParsersAction[_Parser], version: str) -> None:
     where = (
-        f"The cluster: --bootstrap-servers, else ${BOOTSTRAP_ENV}, else the broker "
-        f"'start' left running in --data-dir, else {FALLBACK_BOOTSTRAP}."
+        "The cluster, as every tool finds it: the [kafka] flags, else KAFKA_* "
+        "variables, else [kafka] in --config FILE; with no address in them, the "
+        "broker 'start' left running in --data-dir (with the client settings it "
+        "recorded), else 127.0.0.1:9092."
     )
     topics = sub.add_parser(
         "topics", help="create, list or delete topics", description=where
@@ -116,12 +122,13 @@ def _add_topics(sub: argparse._SubParsersAction[_Parser]) -> None:
         help=f"partitions of each topic (default: {DEFAULT_PARTITIONS})",
     )
     create.add_argument(
-        "--config",
+        "--topic-config",
         type=_config_entry,
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a topic config entry, repeatable, e.g. retention.ms=60000 (default: none)",
+        help="a topic setting, repeatable, e.g. retention.ms=60000; set on a topic "
+        "that exists already (default: none)",
     )
     listing = actions.add_parser("list", help="print the topic names, one a line")
     listing.add_argument(
@@ -131,9 +138,8 @@ def _add_topics(sub: argparse._SubParsersAction[_Parser]) -> None:
     delete.add_argument("names", nargs="+", metavar="NAME")
     for parser in (create, listing, delete):
         parser.description = where
-        parser.add_argument(
-            "--bootstrap-servers", metavar="HOST:PORT", help="the cluster (see above)"
-        )
+        add_common(parser, TOOL, version=version)
+        add_flags(parser, KAFKA_FLAGS, TopicsCommandSettings, TOOL)
         _add_data_dir(parser)
 
 
@@ -153,10 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a local single-node KRaft Kafka broker without Docker; "
         "create, list and delete topics on any cluster.",
     )
+    version = versions()
     parser.add_argument(
         "--version",
         action="version",
-        version=versions(),
+        version=version,
         help="print the project's and the pinned Kafka's versions, then exit",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -195,31 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="stay attached until SIGINT/SIGTERM, then stop the broker",
     )
-    _add_topics(sub)
+    _add_topics(sub, version)
     return parser
-
-
-def resolve_bootstrap(
-    flag: str | None, data_dir: Path, environ: Mapping[str, str]
-) -> str:
-    """Returns the cluster the topics commands talk to.
-
-    Args:
-        flag: ``--bootstrap-servers``, first choice.
-        data_dir: Where ``start`` recorded a running broker, third choice.
-        environ: Holds ``KAFKA_BOOTSTRAP_SERVERS``, second choice.
-
-    Returns:
-        The first of those that is set (a broker recorded in ``data_dir`` only if
-        it is still alive), else ``127.0.0.1:9092``.
-    """
-    if flag:
-        return flag
-    if env := environ.get(BOOTSTRAP_ENV):
-        return env
-    if (state := read_state(data_dir.resolve())) is not None:
-        return state["bootstrap"]
-    return FALLBACK_BOOTSTRAP
 
 
 _STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
@@ -323,22 +307,28 @@ def _version(args: argparse.Namespace) -> int:
     return 0
 
 
-def resolve_cluster(
-    flag: str | None, data_dir: Path, environ: Mapping[str, str]
-) -> KafkaConnection:
-    """`resolve_bootstrap`'s cluster with the `KAFKA_*` settings of `environ`, or,
-    for the broker recorded in `data_dir`, the client settings it recorded."""
-    bootstrap = resolve_bootstrap(flag, data_dir, environ)
-    recorded = not flag and not environ.get(BOOTSTRAP_ENV)
-    return connection(bootstrap, data_dir if recorded else None, environ)
-
-
 def _topics(args: argparse.Namespace) -> int:
+    if args.config is not None and "=" in args.config.name and not args.config.exists():
+        print(  # the topic setting's flag before --config meant a file everywhere
+            f"{PROG}: error: --config takes a TOML file (its [kafka] table); a topic "
+            f"setting is --topic-config {args.config}",
+            file=sys.stderr,
+        )
+        return 2
     try:
-        kafka = resolve_cluster(args.bootstrap_servers, args.data_dir, os.environ)
+        kafka = cluster(
+            flags=overrides(args, KAFKA_FLAGS),
+            flag_names={f.path: f.flag for f in KAFKA_FLAGS},
+            config_file=args.config,
+            data_dir=args.data_dir,
+            environ=os.environ,
+        )
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    if args.print_config:
+        print(json.dumps({"kafka": kafka.masked()}, indent=2))
+        return 0
     conf = kafka.librdkafka(plaintext_secrets=True)
     check_access(conf, refused=LocalKafkaError)  # a refused login: one line, now
     admin = TopicAdmin(conf, connect_timeout=CONNECT_TIMEOUT_S, silent=True)
@@ -349,7 +339,7 @@ def _topics(args: argparse.Namespace) -> int:
     for name in args.names:
         try:
             if args.action == "create":
-                config = dict(args.config)
+                config = dict(args.topic_config)
                 made = admin.create(name, args.partitions, config=config)
                 if made:
                     print(f"created {name}", flush=True)

@@ -23,14 +23,15 @@ from pydantic import BaseModel, Field
 from schemas.errors import LocalKafkaError
 from service.kafka import admin_topics as topics
 from service.kafka.admin_topics import kafka_error_text
-from service.kafka.broker_record import recorded_client_settings
-from service.kafka.connection import KafkaConnection
+from service.kafka.broker_record import read_state, recorded_client_settings
+from service.kafka.connection import DEFAULT_BOOTSTRAP, KafkaConnection
 from service.settings.sources import load
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
     "TopicAdmin",
     "admin_client",
+    "cluster",
     "create_topic",
     "delete_topic",
     "kafka_error_text",
@@ -148,26 +149,65 @@ class TopicAdmin(topics.TopicAdmin):
         futures[resource].result(timeout=timeout)
 
 
-class _TopicsSettings(BaseModel):
+TOOL: Final = "topics"
+"""`codec-kafka topics`' name in the settings system: no section of its own."""
+
+
+class TopicsCommandSettings(BaseModel):
     """`codec-kafka topics`' settings: the `[kafka]` connection only."""
 
     kafka: KafkaConnection = Field(default_factory=KafkaConnection)
 
 
-def connection(
-    bootstrap: str, recorded: Path | None, environ: Mapping[str, str]
+def cluster(
+    *,
+    flags: Mapping[str, Any],
+    flag_names: Mapping[tuple[str, ...], str],
+    config_file: Path | None,
+    data_dir: Path,
+    environ: Mapping[str, str],
 ) -> KafkaConnection:
-    """The connection to `bootstrap`: the `KAFKA_*` settings of `environ`, under
-    the client settings a secured broker recorded in data dir `recorded`.
+    """The cluster `codec-kafka topics` talks to, and how, as every tool finds it.
+
+    Precedence as everywhere: `[kafka]` of `config_file` < `KAFKA_*` of `environ` <
+    `flags`. With no address in any of them, the broker `codec-kafka start`
+    recorded in `data_dir`, if it runs, with the client settings it recorded under
+    the given ones (a secured local broker), else 127.0.0.1:9092.
+
+    Args:
+        flags: The `[kafka]` flags given, nested (`{"kafka": {...}}`).
+        flag_names: The flag of each settings path, named in errors.
+        config_file: `--config FILE`.
+        data_dir: `--data-dir`, where `start` records its broker.
+        environ: The environment.
 
     Raises:
-        ConfigError: A bad setting (one line per problem).
+        ConfigError: A bad setting, one line per problem.
     """
-    kafka: dict[str, Any] = {"bootstrap_servers": bootstrap}
-    if recorded is not None:
-        kafka = {**recorded_client_settings(recorded.resolve()), **kafka}
-    flags = {"kafka": kafka}
-    return load(_TopicsSettings, "topics", flags=flags, environ=environ).kafka
+
+    def loaded(base: Mapping[str, Any] | None, origin: str = "") -> KafkaConnection:
+        return load(
+            TopicsCommandSettings,
+            TOOL,
+            flags=flags,
+            flag_names=flag_names,
+            config_file=config_file,
+            environ=environ,
+            base=base,
+            base_origin=origin,
+        ).kafka
+
+    given = loaded(None)
+    if "bootstrap_servers" in given.model_fields_set:
+        return given
+    data_dir = data_dir.resolve()
+    if (state := read_state(data_dir)) is None:
+        return loaded({"kafka": {"bootstrap_servers": DEFAULT_BOOTSTRAP}})
+    recorded = {
+        **recorded_client_settings(data_dir),
+        "bootstrap_servers": state["bootstrap"],
+    }
+    return loaded({"kafka": recorded}, state.get("client_config") or str(data_dir))
 
 
 def create_topic(

@@ -224,6 +224,7 @@ class Worker:
                 partitions=s.topics.partitions,
                 errors=self.errors,
                 stopped=self._stop.is_set,
+                connect=s.kafka.arguments(),
             )
         except TimeoutError as exc:
             raise FatalError(str(exc)) from None

@@ -11,8 +11,9 @@ requests with "Handle is terminating".
 from __future__ import annotations
 
 import contextlib
+import shlex
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, Final, Protocol
 
@@ -272,6 +273,7 @@ def ensure_topics(
     create: bool,
     partitions: int,
     timeout: float = CONNECT_TIMEOUT_S,
+    connect: Sequence[str] | None = None,
 ) -> dict[str, int]:
     """Check that each topic exists; with `create`, create the missing ones.
 
@@ -281,6 +283,9 @@ def ensure_topics(
         create: Create missing topics (`--create-topics`) instead of failing.
         partitions: The partition count of a created topic.
         timeout: Seconds to wait for the cluster's first answer.
+        connect: How the tool was told the cluster (`KafkaConnection.arguments`),
+            repeated in the `codec-kafka topics create` a missing topic's error
+            prints, so that it runs as printed; None: `--bootstrap-servers` alone.
 
     Returns:
         Each topic's partition count.
@@ -294,7 +299,10 @@ def ensure_topics(
     found = {name: admin.partitions(name, timeout) for name in roles}
     missing = [name for name, count in found.items() if count is None]
     if missing and not create:
-        raise ConfigError(_missing_text(admin.bootstrap, missing, roles, partitions))
+        where = ["--bootstrap-servers", admin.bootstrap] if connect is None else connect
+        raise ConfigError(
+            _missing_text(admin.bootstrap, missing, roles, partitions, where)
+        )
     counts = {name: count for name, count in found.items() if count is not None}
     for name in missing:
         try:
@@ -311,15 +319,25 @@ def ensure_topics(
 
 
 def _missing_text(
-    bootstrap: str, missing: list[str], roles: Mapping[str, str], partitions: int
+    bootstrap: str,
+    missing: list[str],
+    roles: Mapping[str, str],
+    partitions: int,
+    connect: Sequence[str],
 ) -> str:
-    """One line: the missing topics, what each is for, and the two ways to fix it."""
+    """One line: the missing topics, what each is for, and the two ways to fix it
+    (the command with the tool's own connection arguments, quoted for a shell)."""
     named = ", ".join(f"{name!r} ({roles[name]})" for name in missing)
     them = "it" if len(missing) == 1 else "them"
+    command = shlex.join(
+        [
+            *("codec-kafka", "topics", "create", *missing),
+            *("--partitions", str(partitions), *connect),
+        ]
+    )
     return (
         f"config error: no topic {named} on {bootstrap}: create {them} with "
-        f"`codec-kafka topics create {' '.join(missing)} --partitions {partitions} "
-        f"--bootstrap-servers {bootstrap}`, or start with --create-topics"
+        f"`{command}`, or start with --create-topics"
     )
 
 
@@ -336,12 +354,13 @@ def await_topics(
     partitions: int,
     errors: KafkaErrors,
     stopped: Callable[[], bool],
+    connect: Sequence[str] | None = None,
 ) -> bool:
     """`ensure_topics`, retried for as long as no broker answers (a service's start).
 
     An unanswered cluster is reported through `errors` once `CONNECT_TIMEOUT_S`
     has passed (a broker still starting is given that long), then every
-    `REMIND_S` seconds.
+    `REMIND_S` seconds. `connect` is as for `ensure_topics`.
 
     Returns:
         True once every topic is there; False if `stopped()` came first.
@@ -354,7 +373,12 @@ def await_topics(
     while not stopped():
         try:
             ensure_topics(
-                admin, roles, create=create, partitions=partitions, timeout=PROBE_S
+                admin,
+                roles,
+                create=create,
+                partitions=partitions,
+                timeout=PROBE_S,
+                connect=connect,
             )
         except KafkaException as exc:
             if time.monotonic() - started >= CONNECT_TIMEOUT_S:

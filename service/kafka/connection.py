@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -18,6 +18,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     field_validator,
     model_validator,
@@ -55,6 +56,22 @@ _TYPED_KEYS: Final[dict[str, str]] = {
 """librdkafka keys owned by a typed field: `extra` may not set them. (The client
 certificate's fields came later: `extra` may still set those keys, and a typed
 field, when set, wins.)"""
+
+_FLAG_FIELDS: Final = (
+    "security_protocol",
+    "sasl_mechanism",
+    "sasl_username",
+    "ssl_ca_location",
+)
+"""The fields every tool also takes as flags (`--security-protocol`...), after
+`--bootstrap-servers` (`service.settings.cli_flags.KAFKA_FLAGS`)."""
+
+_PASSTHROUGH_FIELDS: Final = (
+    "ssl_certificate_location",
+    "ssl_key_location",
+    "ssl_keystore_location",
+)
+"""Fields without a flag of their own that `-X` can give as their librdkafka key."""
 
 _SECRET_KEY: Final = re.compile(r"password|secret|\.pem$|jaas|token|credentials")
 """librdkafka keys whose values are masked in logs, errors and `--print-config`."""
@@ -154,6 +171,11 @@ class KafkaConnection(BaseModel):
     """The password of `ssl_keystore_location`."""
     extra: dict[str, LibrdkafkaValue] = Field(default_factory=dict)
 
+    _config_file: str | None = PrivateAttr(default=None)
+    """The `--config FILE` whose `[kafka]` table gave settings (absolute)."""
+    _flagged: frozenset[str] = PrivateAttr(default=frozenset())
+    """The fields given by a flag (`--security-protocol`, `-X` for `extra`)."""
+
     @model_validator(mode="before")
     @classmethod
     def _recorded(cls, data: Any) -> Any:
@@ -175,6 +197,44 @@ class KafkaConnection(BaseModel):
                     f"{_TYPED_KEYS[key]} instead"
                 )
         return extra
+
+    def given(self, *, config_file: Path | None, flagged: Iterable[str]) -> None:
+        """Record how the command line gave this connection, for `arguments`.
+
+        Args:
+            config_file: The `--config FILE` whose `[kafka]` table gave settings.
+            flagged: The fields given by flags (`bootstrap_servers`, `extra`...).
+        """
+        self._config_file = None if config_file is None else str(config_file.absolute())
+        self._flagged = frozenset(flagged)
+
+    def arguments(self) -> list[str]:
+        """The arguments that reach this cluster from another of the project's
+        commands, as the printed hints carry them (`codec-kafka topics create ...`).
+
+        `--config FILE` if one gave `[kafka]` settings, `--bootstrap-servers` if an
+        address was given anywhere (none: both commands find the same broker, the one
+        `codec-kafka start` recorded, else 127.0.0.1:9092), and the connection flags
+        given on the command line, `-X` included. The environment is not repeated: the
+        other command reads it too. Secrets never appear: a secret given with `-X`
+        (against the advice) is shown masked.
+        """
+        args = [] if self._config_file is None else ["--config", self._config_file]
+        if "bootstrap_servers" in self.model_fields_set:
+            args += ["--bootstrap-servers", self.bootstrap_servers]
+        for name in (*_FLAG_FIELDS, *_PASSTHROUGH_FIELDS):
+            value = getattr(self, name)
+            if name not in self._flagged or value is None:
+                continue
+            if name in _FLAG_FIELDS:
+                args += ["--" + name.replace("_", "-"), str(value)]
+            else:
+                args += ["-X", f"{name.replace('_', '.')}={value}"]
+        if "extra" in self._flagged:
+            for key, item in self.masked_extra().items():
+                text = str(item).lower() if isinstance(item, bool) else str(item)
+                args += ["-X", f"{key}={text}"]
+        return args
 
     def masked_extra(self) -> dict[str, LibrdkafkaValue]:
         """`extra` with the values of secret-looking keys masked."""

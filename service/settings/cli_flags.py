@@ -23,7 +23,14 @@ from pydantic_core import PydanticUndefined
 from schemas.errors import ConfigError
 from service import __version__
 from service.kafka.connection import is_secret_key
-from service.settings.sources import KAFKA, Path_, env_name, load, printable
+from service.settings.sources import (
+    KAFKA,
+    SECTIONS,
+    Path_,
+    env_name,
+    load,
+    printable,
+)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -127,15 +134,24 @@ def add_flags(
             )
 
 
-def add_common(parser: argparse.ArgumentParser, tool: str) -> None:
-    """`--config`, `--print-config`, `--version`, `-X` and the `[kafka]` flags."""
+def add_common(
+    parser: argparse.ArgumentParser, tool: str, *, version: str | None = None
+) -> None:
+    """`--config`, `--print-config`, `--version`, `-X` and the `[kafka]` flags.
+
+    Args:
+        parser: The command's parser.
+        tool: Its section (`worker`...); one of no section reads `[kafka]` alone.
+        version: What `--version` prints (default: the program and its version).
+    """
+    own = f"[kafka] and [{tool}] are" if tool in SECTIONS else "[kafka] is"
+    others = "the other tools'" if tool in SECTIONS else "the tools'"
     parser.add_argument(
         "--config",
         type=Path,
         metavar="FILE",
-        help=f"TOML file: [kafka] and [{tool}] are read, the other tools' "
-        "sections ([worker], [loadgen], [ab]) left to them; any other section "
-        "is refused",
+        help=f"TOML file: {own} read, {others} sections ([worker], [loadgen], [ab]) "
+        "left to them; any other section is refused",
     )
     parser.add_argument(
         "--print-config",
@@ -143,7 +159,9 @@ def add_common(parser: argparse.ArgumentParser, tool: str) -> None:
         help="print the effective settings (secrets masked) and exit",
     )
     parser.add_argument(
-        "--version", action="version", version=f"{parser.prog} {__version__}"
+        "--version",
+        action="version",
+        version=version or f"{parser.prog} {__version__}",
     )
     parser.add_argument(
         "-X",

@@ -18,10 +18,11 @@ The environment follows the same paths: the section's name in capitals, `_`, the
 the keys joined by `__`: `KAFKA_BOOTSTRAP_SERVERS`, `WORKER_CODEC__NAME`,
 `LOADGEN_RATE`, `AB_CODECS`. Values that start with `{` or `[` are read as JSON.
 Precedence: defaults < TOML < environment < flags. Unknown keys and stray
-`WORKER_*`/`LOADGEN_*`/`AB_*` variables are errors (`KAFKA_*` variables that name no
-field are left alone: Kafka's own scripts use that prefix). Every error is one line
-per problem naming the setting, the value, where it came from and what is allowed;
-the tools print it and exit with status 2 before touching Kafka.
+`WORKER_*`/`LOADGEN_*`/`AB_*` variables are errors, with the closest known name when
+one is close (`KAFKA_*` variables that name no field are left alone: Kafka's own
+scripts use that prefix). Every error is one line per problem naming the setting,
+the value, where it came from and what is allowed; the tools print it and exit with
+status 2 before touching Kafka.
 """
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ def _read_env(
         path = paths.get(name)
         if path is not None:
             tree.set(path, _env_value(environ[name]), f"env {name}")
-        elif name.startswith(prefix):
+        elif name.startswith(prefix) and tool in SECTIONS:  # `topics`: no section
             close = difflib.get_close_matches(name, paths, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise ConfigError(
@@ -175,8 +176,35 @@ def _shown(path: Path_, value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def format_errors(exc: ValidationError, tool: str, tree: _Tree) -> str:
-    """One line per problem: the setting, the value, its source, what is allowed."""
+def _siblings(model: type[BaseModel], parent: Path_) -> list[str]:
+    """The keys a section of `model` takes (its fields' names), [] past a leaf."""
+    node = model
+    for key in parent:
+        fields = node.model_fields.items()
+        info = next((f for name, f in fields if key in (name, f.alias)), None)
+        child = None if info is None else _model_of(info.annotation)
+        if child is None:
+            return []
+        node = child
+    return [info.alias or name for name, info in node.model_fields.items()]
+
+
+def _did_you_mean(model: type[BaseModel] | None, tool: str, loc: Path_) -> str:
+    """`: did you mean kafka.sasl_password?` for a misspelt key, else ""."""
+    if model is None:
+        return ""
+    close = difflib.get_close_matches(loc[-1], _siblings(model, loc[:-1]), n=1)
+    return f": did you mean {dotted(tool, (*loc[:-1], close[0]))}?" if close else ""
+
+
+def format_errors(
+    exc: ValidationError,
+    tool: str,
+    tree: _Tree,
+    model: type[BaseModel] | None = None,
+) -> str:
+    """One line per problem: the setting, the value, its source, what is allowed
+    (for an unknown key of `model`, the closest known one, as for a variable)."""
     lines = []
     for err in exc.errors(include_url=False):
         loc = tuple(str(p) for p in err["loc"])
@@ -187,7 +215,9 @@ def format_errors(exc: ValidationError, tool: str, tree: _Tree) -> str:
         where = tree.origin(loc)
         source = f" ({where})" if where else ""
         if err["type"] == "extra_forbidden":
-            lines.append(f"config error: unknown setting {dotted(tool, loc)}{source}")
+            hint = _did_you_mean(model, tool, loc)
+            name = dotted(tool, loc)
+            lines.append(f"config error: unknown setting {name}{source}{hint}")
         else:
             shown = _shown(loc, err.get("input"))
             lines.append(f"config error: {dotted(tool, loc)} = {shown}{source}: {msg}")
@@ -202,33 +232,55 @@ def load(
     flag_names: Mapping[Path_, str] | None = None,
     config_file: Path | None = None,
     environ: Mapping[str, str] | None = None,
+    base: Mapping[str, Any] | None = None,
+    base_origin: str = "",
 ) -> M:
     """Build `model` (a tool's root settings, with a `kafka` field) from every source.
 
+    The `kafka` connection built also records how the command line gave it
+    (`--config FILE`, the flags set), which `KafkaConnection.arguments` repeats in
+    the commands a tool prints as hints.
+
     Args:
         model: the tool's root settings model.
-        tool: its section name: `worker`, `loadgen` or `ab`.
+        tool: its section name: `worker`, `loadgen`, `ab` (or `topics`: `[kafka]`
+            only).
         flags: nested values from the command line (highest precedence).
         flag_names: the flag of each settings path, named in error messages.
         config_file: the TOML file (`--config`).
         environ: the environment (default: `os.environ`).
+        base: nested values under every source (lowest precedence but the
+            defaults), e.g. the client settings a local broker recorded.
+        base_origin: where `base` came from, named in error messages.
 
     Raises:
         ConfigError: one line per problem (see `format_errors`).
     """
     tree = _Tree()
+    if base:
+        tree.merge(base, base_origin or "base")
+    given_file = None
     if config_file is not None:
         kafka, own = _read_toml(config_file, tool)
         tree.merge({KAFKA: kafka}, f"{config_file} [kafka]")
         tree.merge(own, f"{config_file} [{tool}]")
+        given_file = config_file if kafka else None
     _read_env(model, tool, os.environ if environ is None else environ, tree)
     names = flag_names or {}
     for path, value in _flatten(flags or {}):
         tree.set(path, value, f"flag {names.get(path, '/'.join(path))}")
     try:
-        return model.model_validate(tree.values)
+        settings = model.model_validate(tree.values)
     except ValidationError as exc:
-        raise ConfigError(format_errors(exc, tool, tree)) from None
+        raise ConfigError(format_errors(exc, tool, tree, model)) from None
+    if isinstance(connection := getattr(settings, KAFKA, None), KafkaConnection):
+        flagged = [
+            path[1]
+            for path, origin in tree.origins.items()
+            if path[0] == KAFKA and len(path) > 1 and origin.startswith("flag ")
+        ]
+        connection.given(config_file=given_file, flagged=flagged)
+    return settings
 
 
 def loader(model: type[M], tool: str) -> Callable[..., M]:

@@ -31,10 +31,12 @@ from localkafka import (
     delete_topic,
     kafka_version,
 )
-from localkafka.cli import FALLBACK_BOOTSTRAP, main, resolve_bootstrap
+from localkafka.cli import main
 from localkafka.process import port_open, stop_process_group
+from localkafka.topics import cluster
 from schemas.errors import LocalKafkaError
 from service import __version__
+from service.kafka.connection import DEFAULT_BOOTSTRAP
 from service.lifecycle.child_processes import free_port, pid_alive
 
 REPO = Path(__file__).resolve().parents[2]
@@ -295,7 +297,8 @@ class TestTopicsCli:
         server = ["--bootstrap-servers", kafka_bootstrap]
         create = ["topics", "create", *names, "--partitions", "3", *server]
         config = [
-            f"--config={c}" for c in ("retention.ms=60000", "cleanup.policy=compact")
+            f"--topic-config={c}"
+            for c in ("retention.ms=60000", "cleanup.policy=compact")
         ]
         assert main([*create, *config]) == 0
         assert capsys.readouterr().out == "".join(f"created {n}\n" for n in names)
@@ -306,8 +309,9 @@ class TestTopicsCli:
         assert configs["cleanup.policy"] == "compact"
         assert main([*create[:3], "--partitions", "3", *server]) == 0  # kept: fine
         assert capsys.readouterr().out == f"exists {names[0]}\n"
-        again = [*create[:3], "--partitions", "3", "--config", "retention.ms=120000"]
-        assert main([*again, *server]) == 0  # an existing topic gets --config
+        setting = ["--topic-config", "retention.ms=120000"]
+        again = [*create[:3], "--partitions", "3", *setting]
+        assert main([*again, *server]) == 0  # an existing topic gets the setting
         assert (
             capsys.readouterr().out == f"exists {names[0]}: set retention.ms=120000\n"
         )
@@ -328,7 +332,7 @@ class TestTopicsCli:
         ("extra", "message"),
         [
             (["--partitions", "5"], "has 2 partitions, not 5"),
-            (["--config", "no.such.config=1"], "Unknown topic config name"),
+            (["--topic-config", "no.such.config=1"], "Unknown topic config name"),
         ],
     )
     def test_create_errors_are_one_line(
@@ -362,15 +366,27 @@ class TestTopicsCli:
         assert capsys.readouterr().out == f"created {name}\ndeleted {name}\n"
 
     def test_bootstrap_precedence(self, tmp_path: Path) -> None:
+        """Flag, then env (tests/unit/test_settings.py has the file too), then a
+        live recorded broker, else 127.0.0.1:9092."""
+
+        def address(flag: str | None, environ: dict[str, str]) -> str:
+            return cluster(
+                flags={"kafka": {"bootstrap_servers": flag}} if flag else {},
+                flag_names={},
+                config_file=None,
+                data_dir=tmp_path,
+                environ=environ,
+            ).bootstrap_servers
+
         env = {"KAFKA_BOOTSTRAP_SERVERS": "env:9092"}
-        assert resolve_bootstrap("flag:1", tmp_path, env) == "flag:1"
-        assert resolve_bootstrap(None, tmp_path, env) == "env:9092"
-        assert resolve_bootstrap(None, tmp_path, {}) == FALLBACK_BOOTSTRAP
+        assert address("flag:1", env) == "flag:1"
+        assert address(None, env) == "env:9092"
+        assert address(None, {}) == DEFAULT_BOOTSTRAP
         dead = subprocess.Popen([sys.executable, "-c", ""])
         dead.wait()  # a stale state file: its broker is gone
         state = {"pid": dead.pid, "bootstrap": "stale:1", "version": "4.1.2"}
         (tmp_path / STATE_FILE).write_text(json.dumps(state))
-        assert resolve_bootstrap(None, tmp_path, {}) == FALLBACK_BOOTSTRAP
+        assert address(None, {}) == DEFAULT_BOOTSTRAP
 
     def test_unreachable_broker_fails_fast(
         self, capsys: pytest.CaptureFixture[str]
@@ -387,7 +403,7 @@ class TestTopicsCli:
         "argv",
         [
             ["topics", "create"],
-            ["topics", "create", "t", "--config", "novalue"],
+            ["topics", "create", "t", "--topic-config", "novalue"],
             ["topics", "create", "t", "--partitions", "0"],
             ["topics", "delete"],
             ["topics"],

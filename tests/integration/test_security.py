@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import time
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import abrunner.cli
+import localkafka.cli
 from abrunner.report.tables import read
 from localkafka import LocalKafka
 from service.kafka.connection import KafkaConnection
@@ -181,6 +184,79 @@ def test_tools_use_the_recorded_client_settings(
     assert "using the broker `codec-kafka start` recorded" in ab.stderr
     (result,) = read(out / "report.json").results
     assert result.error is None and result.lost == 0 and result.seq_missing == 0
+
+
+def _printed_fix(text: str) -> list[str]:
+    """The `codec-kafka topics create ...` a missing topic's error prints, as argv."""
+    (command,) = re.findall(r"`(codec-kafka topics create [^`]*)`", text)
+    return shlex.split(command)
+
+
+@pytest.mark.parametrize("given", ["config", "flags"])
+def test_missing_topic_fixes_run_as_printed(
+    sasl_ssl_kafka: LocalKafka,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    given: str,
+) -> None:
+    """On a SASL_SSL cluster given by `--config FILE` or by flags (the password
+    from the environment): the `codec-kafka topics create ...` that codec-loadgen
+    and codec-worker print for a missing topic creates it when run as printed
+    (in-process, with the caller's environment), and the other fix printed, the
+    same run with `--create-topics`, works too. `codec-kafka topics list` and
+    `delete` take the same arguments."""
+    settings = sasl_ssl_kafka.client_settings
+    env: dict[str, str] = {}
+    if given == "config":
+        where = ["--config", _client_file(sasl_ssl_kafka)]
+    else:
+        where = [
+            *("--bootstrap-servers", settings["bootstrap_servers"]),
+            *("--security-protocol", settings["security_protocol"]),
+            *("--sasl-mechanism", settings["sasl_mechanism"]),
+            *("--sasl-username", settings["sasl_username"]),
+            *("--ssl-ca-location", settings["ssl_ca_location"]),
+        ]
+        env["KAFKA_SASL_PASSWORD"] = settings["sasl_password"]
+    for key in [k for k in os.environ if k.startswith("KAFKA_")]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    topic = f"fix-{uuid.uuid4().hex[:10]}"
+    run = [*where, "--topic", topic, "--count", "20", "--rate", "0", "--json"]
+    missing = tool("loadgen", *run, env=env)
+    assert missing.returncode == 2, missing.stderr[-2000:]
+    fix = _printed_fix(missing.stderr)
+    assert fix[:4] == ["codec-kafka", "topics", "create", topic]
+    assert settings["sasl_password"] not in " ".join(fix)
+    assert localkafka.cli.main(fix[1:]) == 0  # as printed
+    assert capsys.readouterr().out == f"created {topic}\n"
+    sent = tool("loadgen", *run, env=env)
+    assert sent.returncode == 0, sent.stderr[-2000:]
+    assert json.loads(sent.stdout)["acked"] == 20
+
+    other = f"{topic}-b"
+    run[run.index(topic)] = other
+    missing = tool("loadgen", *run, env=env)
+    assert missing.returncode == 2 and "or start with --create-topics" in (
+        missing.stderr
+    ), missing.stderr[-2000:]
+    sent = tool("loadgen", *run, "--create-topics", env=env)
+    assert sent.returncode == 0, sent.stderr[-2000:]
+
+    absent = f"{topic}-w"  # the worker: its input and dead-letter topics
+    worker = tool("service", *where, "--topic", absent, "--metrics-port", "0", env=env)
+    assert worker.returncode == 2, worker.stderr[-2000:]
+    fix = _printed_fix(worker.stdout + worker.stderr)
+    assert fix[:5] == ["codec-kafka", "topics", "create", absent, f"{absent}.dlq"]
+    assert localkafka.cli.main(fix[1:]) == 0
+    assert capsys.readouterr().out == f"created {absent}\ncreated {absent}.dlq\n"
+
+    made = [topic, other, absent, f"{absent}.dlq"]
+    assert localkafka.cli.main(["topics", "list", *where]) == 0
+    assert set(made) <= set(capsys.readouterr().out.split())
+    assert localkafka.cli.main(["topics", "delete", *made, *where]) == 0
+    assert capsys.readouterr().out == "".join(f"deleted {t}\n" for t in made)
 
 
 @pytest.mark.parametrize("mode", ["sasl_plaintext", "ssl"])

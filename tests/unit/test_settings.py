@@ -15,8 +15,10 @@ import pytest
 from abrunner.cli import main as ab_main
 from loadgen.cli import main as loadgen_main
 from loadgen.config import load_settings as load_loadgen
+from localkafka.cli import main as kafka_main
 from schemas.errors import ConfigError
 from service.cli import main as worker_main
+from service.kafka.admin_topics import ensure_topics
 from service.kafka.connection import MASK, recorded_local_broker
 from service.settings.sources import env_name
 from service.settings.worker import load_settings as load_worker
@@ -113,6 +115,28 @@ class TestOneFile:
             load_worker(config_file=path)
         assert f"worker.processing.batch_size = 0 ({path} [worker])" in str(info.value)
 
+    def test_a_misspelt_key_is_named_with_a_suggestion(self, tmp_path: Path) -> None:
+        """As a misspelt variable is: the closest key of the same table."""
+        path = tmp_path / "typo.toml"
+        path.write_text(
+            '[kafka]\nsasl_pasword = "x"\n[worker.consumer]\ngrup_id = "g"\n'
+            "[worker.processing]\nzzz = 1\n"
+        )
+        with pytest.raises(ConfigError) as info:
+            load_worker(config_file=path)
+        assert str(info.value).splitlines() == [
+            f"config error: unknown setting kafka.sasl_pasword ({path} [kafka]): "
+            "did you mean kafka.sasl_password?",
+            f"config error: unknown setting worker.consumer.grup_id ({path} [worker]):"
+            " did you mean worker.consumer.group_id?",
+            f"config error: unknown setting worker.processing.zzz ({path} [worker])",
+        ]
+        path.write_text("[loadgen]\nraet = 5\n")
+        with pytest.raises(
+            ConfigError, match=r"raet .*: did you mean loadgen\.rate\?$"
+        ):
+            load_loadgen(config_file=path)
+
 
 class TestEnvironment:
     """`KAFKA_*` for the connection, `<TOOL>_<PATH>` for the rest, for every tool."""
@@ -207,3 +231,147 @@ def record(directory: Path, pid: int) -> None:
     state = directory / ".local-kafka" / "broker.pid"
     state.parent.mkdir()
     state.write_text(json.dumps({"pid": pid, "bootstrap": "127.0.0.1:4321"}))
+
+
+class FakeTopics:
+    """A cluster with no topics, for the hint `ensure_topics` prints."""
+
+    bootstrap = "b:9092"
+
+    def partitions(self, name: str, timeout: float = 0) -> int | None:
+        return None
+
+
+class TestHintsRunAsPrinted:
+    """A printed fix repeats how the tool was told the cluster (the rest of the
+    way, executing such a hint against a secured broker, is
+    tests/integration/test_security.py)."""
+
+    def test_the_connection_repeats_file_address_and_flags(
+        self, shared: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("KAFKA_SASL_PASSWORD", "S3NT1NEL")
+        monkeypatch.setenv("KAFKA_SASL_USERNAME", "from-env")
+        flags = {
+            "kafka": {
+                "security_protocol": "SSL",
+                "ssl_ca_location": "/ca dir/ca.pem",
+                "ssl_key_location": "/k.pem",
+                "extra": {
+                    "sasl.oauthbearer.client.secret": "S3",
+                    "socket.nagle.disable": "true",
+                },
+            }
+        }
+        kafka = load_loadgen(flags, config_file=shared).kafka
+        assert kafka.arguments() == [
+            *("--config", str(shared.absolute())),
+            *("--bootstrap-servers", "broker-from-toml:9092"),
+            *("--security-protocol", "SSL", "--ssl-ca-location", "/ca dir/ca.pem"),
+            *("-X", "ssl.key.location=/k.pem"),
+            *("-X", f"sasl.oauthbearer.client.secret={MASK}"),
+            *("-X", "socket.nagle.disable=true"),
+        ]
+
+    def test_nothing_given_repeats_nothing(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """No address anywhere: both commands find the same (recorded) broker; a
+        file without [kafka] is not repeated; the environment is read by both."""
+        assert load_loadgen().kafka.arguments() == []
+        own = tmp_path / "own.toml"
+        own.write_text("[loadgen]\nrate = 5\n")
+        assert load_loadgen(config_file=own).kafka.arguments() == []
+        monkeypatch.setenv("KAFKA_SECURITY_PROTOCOL", "SSL")
+        assert load_loadgen().kafka.arguments() == []
+        monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "env:1")
+        assert load_loadgen().kafka.arguments() == ["--bootstrap-servers", "env:1"]
+
+    def test_the_missing_topic_hint_carries_them_quoted(self, shared: Path) -> None:
+        args = ["--config", str(shared), "--sasl-username", "a user"]
+        with pytest.raises(ConfigError) as info:
+            ensure_topics(
+                FakeTopics(),  # type: ignore[arg-type]  # only what the check asks
+                {"t": "--topic"},
+                create=False,
+                partitions=3,
+                connect=args,
+            )
+        assert (
+            f"`codec-kafka topics create t --partitions 3 --config {shared} "
+            "--sasl-username 'a user'`, or start with --create-topics"
+        ) in str(info.value)
+
+
+class TestKafkaTopicsConfig:
+    """`codec-kafka topics` takes `--config FILE` as every command does; a topic's
+    own settings are `--topic-config`."""
+
+    def test_print_config_reads_the_file_env_and_flags(
+        self,
+        shared: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        monkeypatch.setenv("KAFKA_SASL_USERNAME", "env-user")
+        argv = ["topics", "list", "--config", str(shared), "--print-config"]
+        assert kafka_main([*argv, "--sasl-mechanism", "PLAIN"]) == 0
+        out = capsys.readouterr().out
+        kafka = json.loads(out)["kafka"]
+        assert kafka["bootstrap_servers"] == "broker-from-toml:9092"
+        assert kafka["security_protocol"] == "SASL_SSL"  # the file
+        assert kafka["sasl_username"] == "env-user"  # env over the file
+        assert kafka["sasl_mechanism"] == "PLAIN"  # the flag over both
+        assert kafka["sasl_password"] == MASK and "S3NT1NEL" not in out
+
+    @pytest.mark.parametrize("action", ["create t", "list", "delete t"])
+    def test_every_topics_command_takes_config(
+        self, shared: Path, capsys: pytest.CaptureFixture[str], action: str
+    ) -> None:
+        argv = ["topics", *action.split(), "--config", str(shared), "--print-config"]
+        assert kafka_main(argv) == 0
+        assert '"sasl_username": "svc"' in capsys.readouterr().out
+
+    def test_a_misspelt_file_key_exits_2_with_a_suggestion(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        path = tmp_path / "c.toml"
+        path.write_text('[kafka]\nsasl_pasword = "x"\n')
+        assert kafka_main(["topics", "list", "--config", str(path)]) == 2
+        assert capsys.readouterr().err == (
+            f"config error: unknown setting kafka.sasl_pasword ({path} [kafka]): "
+            "did you mean kafka.sasl_password?\n"
+        )
+
+    def test_the_old_topic_setting_spelling_is_refused_naming_the_new(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        argv = ["topics", "create", "t", "--config", "retention.ms=60000"]
+        assert kafka_main(argv) == 2
+        assert capsys.readouterr().err == (
+            "codec-kafka: error: --config takes a TOML file (its [kafka] table); a "
+            "topic setting is --topic-config retention.ms=60000\n"
+        )
+
+    def test_address_precedence(
+        self, shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Flag < env < file as everywhere; then the broker recorded in --data-dir
+        (none running: 127.0.0.1:9092)."""
+        from localkafka.topics import cluster
+
+        def address(flag: str | None, file: Path | None) -> str:
+            flags = {"kafka": {"bootstrap_servers": flag}} if flag else {}
+            return cluster(
+                flags=flags,
+                flag_names={},
+                config_file=file,
+                data_dir=tmp_path / "none",
+                environ=dict(os.environ),
+            ).bootstrap_servers
+
+        assert address(None, None) == "127.0.0.1:9092"
+        assert address(None, shared) == "broker-from-toml:9092"
+        monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "env:1")
+        assert address(None, shared) == "env:1"
+        assert address("flag:2", shared) == "flag:2"
