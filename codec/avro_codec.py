@@ -10,7 +10,8 @@ Converting checks what msgspec checks (enum values, bounds, lengths, patterns,
 UUID and Decimal values), so Avro skips what msgspec skips (`schemas.user.skipped_checks`).
 A UUID is written and read as fastavro's `uuid.UUID`; a Decimal as a `Decimal`
 where the schema has the `decimal` logical type, as its text where it has a
-`string` (`schemas.derive.avro_schema` says when).
+`string` (`schemas.derive.avro_schema` says when); a date as fastavro's
+`datetime.date` (the `date` logical type).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from schemas.shape import ListOf, MapOf, MessageShape, Scalar, TypeShape
 
 S = TypeVar("S", bound=msgspec.Struct)
 
-_KEEP: Final = (bytes, datetime.datetime, uuid.UUID, decimal.Decimal)
+_KEEP: Final = (bytes, datetime.datetime, datetime.date, uuid.UUID, decimal.Decimal)
 """Types `msgspec.to_builtins` passes through as they are: fastavro writes them."""
 Fix = Callable[[Any], Any]
 

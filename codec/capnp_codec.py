@@ -13,8 +13,9 @@ message, aborts the whole process (an uncaught C++ exception) on an out-of-bound
 pointer. Reading every field through the checked accessors is the only way to
 turn every bad buffer into a `DecodeError` at decode, so a safe Cap'n Proto decode
 in Python costs a full read. The values read are converted into the Struct by
-`msgspec.convert` (keyed by the wire keys, the aliases): a UUID or Decimal stored as
-text becomes a `uuid.UUID` or `Decimal` again, and the Struct's checks run.
+`msgspec.convert` (keyed by the wire keys, the aliases): a UUID, Decimal, date, time
+or timedelta stored as text becomes a `uuid.UUID`, `Decimal` or the `datetime` type
+again, and the Struct's checks run.
 """
 
 from __future__ import annotations
@@ -256,6 +257,8 @@ def _plain(shape: TypeShape, value: Any) -> Any:
         return to_micros(value)
     if isinstance(value, uuid.UUID | decimal.Decimal):
         return str(value)
+    if isinstance(value, datetime.date | datetime.time | datetime.timedelta):
+        return msgspec.to_builtins(value)  # ISO 8601 text, which convert reads back
     if isinstance(shape, Choice):
         return getattr(value, "value", value)
     return value

@@ -10,12 +10,15 @@ from pydantic import BaseModel
 
 from codec.protobuf_codec import message_to_builtins
 from codec.views import LazyView, view_to_python
+from schemas.derive.msgspec_structs import hooks
 
 
 def native_to_builtins(obj: Any) -> dict[str, Any]:
     """Any codec's native object as dicts, lists and scalars (slow, for tooling)."""
-    if isinstance(obj, msgspec.Struct):
-        out: dict[str, Any] = msgspec.to_builtins(obj)
+    if isinstance(obj, msgspec.Struct):  # a type carried as text written as text
+        out: dict[str, Any] = msgspec.to_builtins(
+            obj, enc_hook=hooks(type(obj)).enc_hook
+        )
         return out
     if isinstance(obj, BaseModel):
         # bytes, datetimes, enums as JSON has them; keys as the wire has them.

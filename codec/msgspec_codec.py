@@ -1,4 +1,9 @@
-"""msgspec codecs: typed JSON and MessagePack, decoding straight into Structs."""
+"""msgspec codecs: typed JSON and MessagePack, decoding straight into Structs.
+
+A user's Struct that carries a type as text (`IPv4Address`, `HttpUrl`...) gets
+msgspec's `dec_hook`/`enc_hook` (`schemas.derive.msgspec_structs.hooks`): the value
+is made at decode, as pydantic makes it; every other Struct gets none.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from codec.base import JSON, MSGPACK, as_encode_error, safe_decode
+from schemas.derive.msgspec_structs import hooks
 
 S = TypeVar("S", bound=msgspec.Struct)
 
@@ -22,13 +28,14 @@ class _MsgspecCodec(Generic[S]):
     def __init__(self, struct: type[S]) -> None:
         self._struct = struct
         self.native_type = struct
+        self._hooks = hooks(struct)
 
     def to_builtins(self, obj: S, /) -> dict[str, Any]:
-        out: dict[str, Any] = msgspec.to_builtins(obj)
+        out: dict[str, Any] = msgspec.to_builtins(obj, enc_hook=self._hooks.enc_hook)
         return out
 
     def from_builtins(self, data: dict[str, Any], /) -> S:
-        return msgspec.convert(data, self._struct)
+        return msgspec.convert(data, self._struct, dec_hook=self._hooks.dec_hook)
 
     def decode(self, data: bytes, /) -> S:
         return safe_decode(self.name, self.decode_unchecked, data)
@@ -49,8 +56,9 @@ class MsgspecJsonCodec(_MsgspecCodec[S]):
 
     def __init__(self, struct: type[S]) -> None:
         super().__init__(struct)
-        self.decode_unchecked = msgspec.json.Decoder(struct).decode
-        self._encode = msgspec.json.Encoder().encode
+        enc, dec = self._hooks
+        self.decode_unchecked = msgspec.json.Decoder(struct, dec_hook=dec).decode
+        self._encode = msgspec.json.Encoder(enc_hook=enc).encode
 
     def encode(self, obj: S, /) -> bytes:
         return self._encode_with(self._encode, obj)
@@ -64,8 +72,9 @@ class MsgspecMsgpackCodec(_MsgspecCodec[S]):
 
     def __init__(self, struct: type[S]) -> None:
         super().__init__(struct)
-        self.decode_unchecked = msgspec.msgpack.Decoder(struct).decode
-        self._encode = msgspec.msgpack.Encoder().encode
+        enc, dec = self._hooks
+        self.decode_unchecked = msgspec.msgpack.Decoder(struct, dec_hook=dec).decode
+        self._encode = msgspec.msgpack.Encoder(enc_hook=enc).encode
 
     def encode(self, obj: S, /) -> bytes:
         return self._encode_with(self._encode, obj)

@@ -8,9 +8,11 @@ The base every other package stands on (`schemas` <- `codec` <- `service`, `load
 | `errors` | the project's one exception tree |
 | `shape` | the format-neutral shape model every derivation goes through |
 | `formats` | which codec's format carries which shape: per-codec refusals, one line per field |
+| `unions` | tagged unions: the tag field of a union's members and their tags |
 | `compare` | field-by-field comparison of decoded objects |
 | `prototext` | `.proto` text parsed without protoc |
 | `builtin` | the built-in schemas: `messages.proto`, its generated module, Structs and models |
+| `carried` | what a codec carries by conversion ("carried as str"), one line per field |
 | `derive` | every form derived from a shape: msgspec, pydantic, protobuf, Avro, FlatBuffers, Cap'n Proto |
 | `user` | a team's schema (`MODULE:NAME` or `FILE.proto:Message`) read into a shape, synthetic payloads |
 | `registry`, `wire_shape` | `SCHEMAS` and `resolve_schema`; the shape of any schema the codecs take |

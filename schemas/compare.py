@@ -21,11 +21,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
+import msgspec
 from google.protobuf.message import Message
 
 from schemas.shape import (
     Choice,
     FieldShape,
+    Foreign,
     ListOf,
     MapOf,
     MessageShape,
@@ -45,7 +47,8 @@ def read_native(obj: Any, shape: MessageShape) -> dict[str, Any]:
 
 
 def wire_keyed(values: dict[str, Any], shape: MessageShape) -> dict[str, Any]:
-    """`read_native` output keyed as the wires key it (aliases), for `from_builtins`."""
+    """`read_native` output keyed as the wires key it (aliases), for `from_builtins`;
+    a type carried as text (`IPv4Address`, `HttpUrl`...) as its text."""
     return {f.wire: _rekey(values.get(f.name), f.type) for f in shape.fields}
 
 
@@ -63,6 +66,8 @@ def _rekey(value: Any, shape: TypeShape) -> Any:
         return [_rekey(v, shape.item) for v in value]
     if isinstance(shape, MapOf):
         return {k: _rekey(v, shape.value) for k, v in value.items()}
+    if isinstance(shape, Foreign) and shape.text is not None:
+        return str(value)  # its text, as the wires carry it (`schemas.carried`)
     return value
 
 
@@ -114,7 +119,7 @@ def _member_of(value: Any, shape: UnionOf) -> TypeShape | None:
 
 
 def _tags(shape: UnionOf) -> list[tuple[MessageShape, Any]]:
-    """Each member of a tagged union with its tag value (`schemas.formats.union_tags`)."""
+    """Each member of a tagged union with its tag value (`schemas.unions.union_tags`)."""
     out = []
     for member in shape.members if shape.tag_field else ():
         if isinstance(member, MessageShape):
@@ -136,11 +141,22 @@ def _member_of_read(value: Any, shape: UnionOf) -> TypeShape | None:
     return next((m for m in messages if {f.name for f in m.fields} == keys), None)
 
 
+def _timedelta(text: str) -> datetime.timedelta:
+    try:
+        return msgspec.convert(text, datetime.timedelta)
+    except msgspec.ValidationError as exc:
+        raise ValueError(str(exc)) from None
+
+
 FROM_TEXT: Final[dict[str, Callable[[str], Any]]] = {
     "uuid": uuid.UUID,
     "decimal": decimal.Decimal,
+    "date": datetime.date.fromisoformat,
+    "time": datetime.time.fromisoformat,
+    "timedelta": _timedelta,
 }
-"""The Python value of a string carrying a UUID or a Decimal, by shape kind.
+"""The Python value of a string carrying a UUID, a Decimal or a date, time or
+timedelta (the ISO 8601 text msgspec writes), by shape kind.
 
 protobuf's strings are converted here; FlatBuffers' views convert theirs with the
 same functions when a field is read; Cap'n Proto's and Avro's are converted into

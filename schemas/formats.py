@@ -7,15 +7,9 @@ format. `carriage` walks a whole shape (union members and nested messages includ
 so that one pass names every (codec, field); the derived FlatBuffers, Cap'n Proto and
 Avro schemas add their own naming rules when built (`codec.codec_refusal`).
 
-| shape | msgspec | protobuf, FlatBuffers, Cap'n Proto, Avro |
-| --- | --- | --- |
-| `date`, `time`, `timedelta` | native | refused |
-| `set`, `frozenset`, `tuple` | native | refused (a list decodes) |
-| a union | tagged (a `Literal` tag field) or of distinct JSON kinds | refused |
-| `IPv4Address`, `HttpUrl`, `Any`... (`Foreign`) | refused | refused |
-| an int past 64 bits | JSON only (MessagePack refused) | refused |
-| a naive-only datetime | native | protobuf refused (a Timestamp is an instant) |
-| a plain `Enum` | native | protobuf, FlatBuffers refused (values, not members) |
+What each type becomes in each codec (native, carried as a string or number with
+the conversion back, or refused and why) is docs/types.md, generated from these
+rules (`schemas.user.catalogue`); the conversions are `schemas.carried`.
 """
 
 from __future__ import annotations
@@ -66,6 +60,11 @@ _UNIONS: Final = {
     "avro": "union",
 }
 _OWN: Final = {"msgspec": MSGSPEC_CODECS, "proto": ("protobuf",)}
+NULLABLE_LIST_REASON: Final = (
+    "a protobuf repeated or map field cannot be None (it has no presence); "
+    "declaring it without | None (default empty) makes pydantic and msgspec reject "
+    "the messages that send null for it"
+)
 NAIVE_REASON: Final = (
     "a protobuf Timestamp is an instant: it never equals a naive datetime"
 )
@@ -123,44 +122,6 @@ def refusal_text(found: list[str], what: str = "mapped") -> str:
     return f"schema error: {len(found)} fields cannot be {what}:{lines}"
 
 
-def union_tags(shape: UnionOf) -> list[str | int]:
-    """The tag value of each member of a tagged union, in order (empty: untagged)."""
-    out: list[str | int] = []
-    for member in shape.members if shape.tag_field else ():
-        assert isinstance(member, MessageShape)  # noqa: S101  (tagged: messages)
-        tag = next(f for f in member.fields if f.name == shape.tag_field)
-        assert isinstance(tag.type, Choice)  # noqa: S101  (tagged: a Literal)
-        out.append(tag.type.values[0])
-    return out
-
-
-def tag_field_of(members: tuple[TypeShape, ...]) -> str | None:
-    """The field every member (all messages) holds a distinct one-value Literal in.
-
-    pydantic picks such a member by that field, discriminator declared or not (the
-    Literal fails for every other member); msgspec's tagged unions do the same.
-    """
-    if len(members) < 2 or not all(isinstance(m, MessageShape) for m in members):
-        return None
-    first = members[0]
-    assert isinstance(first, MessageShape)  # noqa: S101  (checked just above)
-    for candidate in first.fields:
-        tags = []
-        for member in members:
-            assert isinstance(member, MessageShape)  # noqa: S101
-            found = [f for f in member.fields if f.name == candidate.name]
-            kind = found[0].type if found and not found[0].nullable else None
-            if not (isinstance(kind, Choice) and len(kind.values) == 1):
-                break
-            if kind.enum is not None or (found[0].wire != candidate.wire):
-                break
-            tags.append(kind.values[0])
-        else:
-            if len(set(tags)) == len(tags):
-                return candidate.name
-    return None
-
-
 def carriage(root: MessageShape, source: str) -> dict[str, list[str]]:
     """Every (codec, field) whose format cannot carry a part of `root`.
 
@@ -172,9 +133,28 @@ def carriage(root: MessageShape, source: str) -> dict[str, list[str]]:
     Returns:
         codec -> one "PATH: REASON" line per field, in declaration order.
     """
+    return walk(root, source, node_reasons, nullable_lists=True)
+
+
+NodeRule = Callable[[TypeShape, str], list[str]]
+"""(a part of a shape, a codec) -> what to say of that part for that codec."""
+
+
+def walk(
+    root: MessageShape, source: str, rule: NodeRule, *, nullable_lists: bool = False
+) -> dict[str, list[str]]:
+    """`rule` applied to every part of `root` for every derived codec, a line per
+    (codec, field) "PATH: TEXT" (the first text of a path only).
+
+    Args:
+        root: the schema's shape.
+        source: the user's own form: the codecs that run it are skipped.
+        rule: what to say of one part for one codec.
+        nullable_lists: also refuse protobuf a nullable list or map field.
+    """
     skip = _OWN.get(source, ())
     out: dict[str, list[str]] = {}
-    _walk_message(root, root.name, out, set(skip), set())
+    _walk_message(root, root.name, out, set(skip), set(), rule, nullable_lists)
     return out
 
 
@@ -184,22 +164,17 @@ def _walk_message(
     out: dict[str, list[str]],
     skip: set[str],
     seen: set[int],
+    rule: NodeRule,
+    nullable_lists: bool,
 ) -> None:
     if id(msg) in seen:
         return
     seen.add(id(msg))
     for f in msg.fields:
         where = f"{path}.{f.name}"
-        if f.nullable and isinstance(f.type, ListOf | MapOf):
-            _add(
-                out,
-                skip,
-                ("protobuf",),
-                where,
-                "a protobuf repeated or map field cannot be None (it has no "
-                "presence): drop the | None and default to empty",
-            )
-        _walk(f.type, where, out, skip, seen)
+        if nullable_lists and f.nullable and isinstance(f.type, ListOf | MapOf):
+            _add(out, skip, ("protobuf",), where, NULLABLE_LIST_REASON)
+        _walk(f.type, where, out, skip, (seen, rule, nullable_lists))
 
 
 def _walk(
@@ -207,25 +182,26 @@ def _walk(
     path: str,
     out: dict[str, list[str]],
     skip: set[str],
-    seen: set[int],
+    how: tuple[set[int], NodeRule, bool],
 ) -> None:
+    seen, rule, nullable_lists = how
     if isinstance(shape, MessageShape):
-        _walk_message(shape, path, out, skip, seen)
+        _walk_message(shape, path, out, skip, seen, rule, nullable_lists)
         return
     for codec in DERIVED_CODECS:
-        for reason in node_reasons(shape, codec):
+        for reason in rule(shape, codec):
             _add(out, skip, (codec,), path, reason)
     if isinstance(shape, ListOf):
-        _walk(shape.item, path + "[]", out, skip, seen)
+        _walk(shape.item, path + "[]", out, skip, how)
     elif isinstance(shape, MapOf):
-        _walk(shape.key, path + "{key}", out, skip, seen)
-        _walk(shape.value, path + "{}", out, skip, seen)
+        _walk(shape.key, path + "{key}", out, skip, how)
+        _walk(shape.value, path + "{}", out, skip, how)
     elif isinstance(shape, TupleOf):
         for i, item in enumerate(shape.items):
-            _walk(item, f"{path}[{i}]", out, skip, seen)
+            _walk(item, f"{path}[{i}]", out, skip, how)
     elif isinstance(shape, UnionOf):
         for member in shape.members:
-            _walk(member, f"{path}<{describe(member)}>", out, skip, seen)
+            _walk(member, f"{path}<{describe(member)}>", out, skip, how)
 
 
 def _add(
@@ -267,19 +243,24 @@ def _scalar(shape: TypeShape, codec: str, fmt: str) -> list[str]:
         out.append(f"its bounds allow ints past 64 bits, which {wire} cannot carry")
     if kind == "datetime" and shape.constraints.tz is False and codec == "protobuf":
         out.append(NAIVE_REASON)
-    if kind in _TIME_KINDS and codec in BINARY_CODECS:
+    if kind in _TIME_KINDS and codec in BINARY_CODECS and (kind, codec) not in TIMES:
         out.append(_TIME_KINDS[kind].get(codec) or f"{fmt} has no {kind} type")
     return out
 
 
+TIMES: Final = frozenset(
+    {("date", "avro")}
+    | {(k, c) for k in ("date", "time", "timedelta") for c in ("capnp", "flatbuffers")}
+)
+"""Carried: Avro's `date` logical type (a date, both ways); Cap'n Proto's `Text`
+and FlatBuffers' `string` holding msgspec's ISO 8601 text (`schemas.carried`)."""
 _TIME_KINDS: Final[dict[str, dict[str, str]]] = {
     "date": {
         "protobuf": "no protobuf type decodes to a date (a Timestamp is an instant)",
-        "avro": "Avro's date logical type is not mapped yet",
     },
     "time": {
         "protobuf": "no protobuf type decodes to a time of day",
-        "avro": "Avro's time-micros logical type is not mapped yet",
+        "avro": "Avro's time-micros holds no UTC offset, which a time may carry",
     },
     "timedelta": {
         "protobuf": "google.protobuf.Duration is not mapped (its JSON form differs "
@@ -317,8 +298,9 @@ def _list(shape: TypeShape, codec: str, fmt: str) -> list[str]:
         out.append(f"{fmt} decodes a tuple as a list (its {_LISTS[codec]})")
     if codec == "protobuf" and isinstance(shape.item, ListOf | MapOf | TupleOf):
         out.append(
-            "a list or map inside a list needs a wrapper message in protobuf: "
-            "declare a model holding it"
+            "a list or map inside a list needs a wrapper message in protobuf, and "
+            "a model holding it changes the JSON wire too (old messages no longer "
+            "decode)"
         )
     return out
 
@@ -333,8 +315,9 @@ def _map(shape: TypeShape, codec: str, fmt: str) -> list[str]:
         out.append(f"{fmt} map keys are str or int here, not {describe(key)}")
     if codec == "protobuf" and isinstance(shape.value, ListOf | MapOf | TupleOf):
         out.append(
-            "a list or map inside a map needs a wrapper message in protobuf: "
-            "declare a model holding it"
+            "a list or map inside a map needs a wrapper message in protobuf, and "
+            "a model holding it changes the JSON wire too (old messages no longer "
+            "decode)"
         )
     return out
 
@@ -356,7 +339,10 @@ def _union(shape: TypeShape, codec: str, fmt: str) -> list[str]:
             ]
         return []
     if len(shape.members) == 1:
-        return [f"{fmt} holds no None inside a list or map (drop the | None)"]
+        return [
+            f"{fmt} holds no None inside a list or map (without the | None, "
+            "pydantic and msgspec reject the messages that hold a null there)"
+        ]
     how = f"tagged by {shape.tag_field!r}" if shape.tag_field else "untagged"
     return [
         f"a union of {describe(shape)} ({how}) is not mapped to {_article(fmt)} "
@@ -366,6 +352,8 @@ def _union(shape: TypeShape, codec: str, fmt: str) -> list[str]:
 
 def _foreign(shape: TypeShape, codec: str, fmt: str) -> list[str]:
     assert isinstance(shape, Foreign)  # noqa: S101  (dispatched by type)
+    if codec in MSGSPEC_CODECS and (shape.text is not None or shape.name == "Any"):
+        return []  # carried as its text (`schemas.carried`), or msgspec's own Any
     return [f"{fmt} has no {shape.name} type"]
 
 

@@ -25,7 +25,8 @@ user's own form does; a part a format cannot carry refuses that codec alone
 | `ListOf(container=...)` | `set[X]`, `frozenset[X]`, `tuple[X, ...]` | refused |
 | `TupleOf` | `tuple[X, Y]` | refused |
 | `UnionOf` | `A | B` (tagged when every member is a message with its own `Literal` in one field) | refused |
-| `Foreign` | a type only the user's own form holds (`IPv4Address`, `HttpUrl`, `Any`...) | refused |
+| `Foreign` with `text` | `IPv4Address`, `IPv6Address`, `IPv4Network`, `IPv6Network`, `HttpUrl`, `AnyUrl`... | refused (msgspec: carried as str) |
+| `Foreign` | a type only the user's own form holds (`Any`, a class no reader knows) | refused |
 | `Scalar("date")`, `"time"`, `"timedelta"` | `date`, `time`, `timedelta` | refused |
 
 A field's `alias` is its key on the JSON and MessagePack wires (pydantic's
@@ -191,7 +192,7 @@ class UnionOf:
 
 @dataclass(frozen=True, slots=True)
 class Foreign:
-    """A type only the user's own form holds (`IPv4Address`, `HttpUrl`, `Any`...).
+    """A type with no shape kind (`IPv4Address`, `HttpUrl`, `Any`...).
 
     Attributes:
         annotation: the user's annotation, which a derived pydantic model keeps.
@@ -203,6 +204,11 @@ class Foreign:
     annotation: Any
     name: str
     sample: Callable[[Any], Any] | None = None
+    text: Callable[[str], Any] | None = None
+    """Makes the user's value from its text (`IPv4Address(text)`): the type is
+    carried as a string where a format has no such type (`schemas.formats`,
+    "carried as str"); None: it has no text form, and only the user's own form
+    holds it."""
 
 
 @dataclass(frozen=True, slots=True)

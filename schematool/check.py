@@ -11,8 +11,9 @@ Before any payload, every (codec, field) a format cannot carry is listed, one li
 each, union members and nested models included: in the default run those codecs
 are left out with that note; codecs named with `--codecs` must all carry the schema,
 or the check stops there (a `ConfigError` naming every line). The code of the model
-a codec does not run (validators, computed fields: `schemas.user.validators`) and the
-checks it skips are listed as facts, never as failures.
+a codec does not run (validators, computed fields: `schemas.user.validators`), the
+checks it skips and the fields it carries by conversion (`schemas.carried`: "changed:
+carried as str") are listed as facts, never as failures.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any, Final
 
 from codec import Codec, codec_refusal
 from codec.base import JSON
+from schemas.carried import carried
 from schemas.compare import diff, read_native
 from schemas.errors import ConfigError
 from schemas.user.loader import UserSchema
@@ -79,6 +81,9 @@ class CheckReport:
     """Codecs of the default run that cannot carry the schema, with one
     "PATH: REASON" line per field (noted, not a failure: name the codec with
     --codecs to make it one)."""
+    changed: dict[str, list[str]] = field(default_factory=dict)
+    """Codecs that ran and carry a field by conversion, "PATH: carried as FORM"
+    a line per field (`schemas.carried`; a fact, not a failure)."""
 
     @property
     def ok(self) -> bool:
@@ -152,6 +157,11 @@ def run_check(
     reference = preferred if preferred in built else next(iter(built))
     report = CheckReport(schema.name, tuple(built), count, seed, reference)
     report.refused = refused
+    report.changed = {
+        codec: lines
+        for codec, lines in carried(schema.shape, schema.source).items()
+        if codec in built
+    }
     report.not_run = not_run(schema, asked)
     report.skipped = [
         Skipped(tuple(c for c in s.codecs if c in built), s.path, s.check)
@@ -276,6 +286,17 @@ def render(report: CheckReport) -> str:
             f"  {codec}: {line}"
             for codec, found in report.refused.items()
             for line in found
+        ]
+    if report.changed:
+        total = sum(len(found) for found in report.changed.values())
+        lines.append(
+            f"changed, a line per codec and field ({total}; the wire holds a "
+            "string, the codec makes your type again):"
+        )
+        lines += [
+            f"  {codec}: {path}: changed: {form}"
+            for codec, found in report.changed.items()
+            for path, _, form in (line.partition(": ") for line in found)
         ]
     if report.not_run:
         lines.append(

@@ -14,6 +14,7 @@ consumer of untrusted bytes must pay in Python, and it is what `decode` measures
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
 from typing import Any
 
@@ -171,7 +172,7 @@ class _Encoder:
     def _offset(self, b: flatbuffers.Builder, s: Slot, v: Any) -> int:
         kind = kind_of(s.fb)[0]
         if kind == "string":
-            return int(b.CreateString(str(getattr(v, "value", v))))
+            return int(b.CreateString(_text(v)))
         if kind == "bytes":
             return int(b.CreateByteVector(bytes(v)))
         if kind == "vec_scalar":
@@ -180,7 +181,7 @@ class _Encoder:
         if kind == "table":
             return self._table(b, _message(s.shape), v)
         if kind == "vec_string":
-            items = [int(b.CreateString(str(getattr(x, "value", x)))) for x in v]
+            items = [int(b.CreateString(_text(x))) for x in v]
         elif isinstance(s.shape, MapOf):
             k_slot, v_slot = entry_slots(s.shape, self._form)
             items = [self._write(b, [(k_slot, k), (v_slot, x)]) for k, x in v.items()]
@@ -191,6 +192,15 @@ class _Encoder:
         for off in reversed(items):
             b.PrependUOffsetTRelative(off)
         return int(b.EndVector())
+
+
+def _text(value: Any) -> str:
+    """What a string field holds: an enum's value, a date, time or timedelta's ISO
+    8601 text (msgspec's, which `schemas.compare.FROM_TEXT` reads), else `str`."""
+    if isinstance(value, datetime.date | datetime.time | datetime.timedelta):
+        out: str = msgspec.to_builtins(value)
+        return out
+    return str(getattr(value, "value", value))
 
 
 def _message(shape: TypeShape) -> MessageShape:

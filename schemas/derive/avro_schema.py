@@ -7,6 +7,7 @@
 | `datetime` | `long` with `logicalType: timestamp-micros` (the Python forms' resolution) |
 | naive-only `datetime` (`tz=False`) | `long` with `logicalType: local-timestamp-micros` |
 | `uuid` | `string` with `logicalType: uuid` (the canonical text; read as `uuid.UUID`) |
+| `date` | `int` with `logicalType: date` (days since the epoch; read as `datetime.date`) |
 | `decimal` with `max_digits` and `decimal_places` | `bytes` with `logicalType: decimal` |
 | `decimal` otherwise | `string` (the exact text, converted back) |
 | `Choice` | `string` or `long` (the value; Avro enum symbols cannot hold every value) |
@@ -57,6 +58,7 @@ _SCALARS: Final[dict[str, Any]] = {
     "float": "double",
     "datetime": {"type": "long", "logicalType": "timestamp-micros"},
     "uuid": {"type": "string", "logicalType": "uuid"},
+    "date": {"type": "int", "logicalType": "date"},
     "decimal": "string",
 }
 _INT32: Final = (-(2**31), 2**31 - 1)

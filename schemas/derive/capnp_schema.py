@@ -6,6 +6,7 @@
 | `int` | `Int64`; `Int32`/`UInt32`/`UInt64` when the bounds fit (as protobuf) |
 | `datetime` | `Int64`: microseconds since the epoch, UTC; a naive-only one (`tz=False`): its wall-clock time, read back naive |
 | `uuid`, `decimal` | `Text`: the canonical UUID text, the exact Decimal text (as protobuf) |
+| `date`, `time`, `timedelta` | `Text`: the ISO 8601 text msgspec writes, made the value again by msgspec at decode |
 | `Choice` | `Text` or `Int64` (the value) |
 | `list[X]` | `List(X)` |
 | `dict[K, V]` | `List(Entry)`, a struct `{key :K; value :V}` per entry |
@@ -53,6 +54,9 @@ _SCALARS: Final = {
     "datetime": "Int64",
     "uuid": "Text",
     "decimal": "Text",
+    "date": "Text",
+    "time": "Text",
+    "timedelta": "Text",
 }
 
 

@@ -7,6 +7,7 @@
 | `bytes` | `[ubyte]` |
 | `datetime` | `long`: microseconds since the epoch, UTC (the Python forms' resolution); a naive-only one (`tz=False`): its wall-clock time, read back naive |
 | `uuid`, `decimal` | `string`: the canonical UUID text, the exact Decimal text (as protobuf) |
+| `date`, `time`, `timedelta` | `string`: the ISO 8601 text msgspec writes, read back as the value |
 | `Choice` | `string` or `long` (the value) |
 | `list[X]` | `[X]`; a list of lists or of bytes is refused (no vector of vectors) |
 | `dict[K, V]` | `[Entry]`, a table `{key: K; value: V}` per entry |
@@ -51,6 +52,9 @@ _SCALARS: Final = {
     "datetime": "long",
     "uuid": "string",
     "decimal": "string",
+    "date": "string",
+    "time": "string",
+    "timedelta": "string",
 }
 _RESERVED: Final = frozenset(
     (

@@ -11,21 +11,28 @@ an int bound past int64, `max_digits`, `decimal_places`) are left out of `Meta`:
 The members of a tagged union (`UnionOf.tag_field`) are tagged Structs: the tag is
 `tag_field`/`tag` (msgspec reads the member the tag names, as pydantic's
 discriminator does) and stays readable by attribute (a property returning the tag),
-as logic reads it on every codec. Parts msgspec has no type for (`Foreign`) are `Any`
-here, and the codecs of this form are refused for them (`schemas.formats`).
+as logic reads it on every codec. A type msgspec has no type for but a text form
+(`Foreign.text`: `IPv4Address`, `HttpUrl`...) is carried as a JSON or MessagePack
+string: the field keeps the user's class, and `hooks` gives msgspec the `dec_hook`
+that makes the value from its text at decode (a ValueError there is a validation
+error, as pydantic's) and the `enc_hook` that writes `str(value)`: a consumer reading
+the attribute gets the same `IPv4Address` or `HttpUrl` as from pydantic, and the
+decode figure includes making it. Other `Foreign` parts are `Any` here, and the
+codecs of this form are refused for them (`schemas.formats`).
 """
 
 from __future__ import annotations
 
 import datetime
 import decimal
+import ipaddress
 import uuid
+from collections.abc import Callable
 from types import GenericAlias
-from typing import Annotated, Any, Final, Literal, Union
+from typing import Annotated, Any, Final, Literal, NamedTuple, Union
 
 import msgspec
 
-from schemas.formats import union_tags
 from schemas.shape import (
     Choice,
     Constraints,
@@ -41,6 +48,7 @@ from schemas.shape import (
     messages,
     parts,
 )
+from schemas.unions import union_tags
 
 DERIVED_MODULE: Final = "schemas.derived"
 """The `__module__` of every derived class (they live in no importable module)."""
@@ -65,6 +73,14 @@ _CONTAINERS: Final[dict[str, type]] = {
 }
 
 _INT64: Final = (-(2**63), 2**63 - 1)
+_ADDRESSES: Final = (
+    ipaddress.IPv4Address,
+    ipaddress.IPv6Address,
+    ipaddress.IPv4Network,
+    ipaddress.IPv6Network,
+)
+_TEXT_TYPES: Final[dict[type, dict[Any, Callable[[str], Any]]]] = {}
+"""Root Struct -> the types it carries as text, with the maker of each from it."""
 _NUMERIC: Final = frozenset({"gt", "ge", "lt", "le", "multiple_of"})
 _NEVER: Final = frozenset({"max_digits", "decimal_places"})
 
@@ -96,7 +112,58 @@ def build_structs(root: MessageShape) -> type[msgspec.Struct]:
             rename=rename or None,
             **options,
         )
-    return built[id(root)]
+    root_struct = built[id(root)]
+    carried = _carried_as_text(root)
+    if carried:
+        _TEXT_TYPES[root_struct] = carried
+    return root_struct
+
+
+class Hooks(NamedTuple):
+    """msgspec's extension hooks for a Struct that carries types as text."""
+
+    enc_hook: Callable[[Any], Any] | None
+    dec_hook: Callable[[type, Any], Any] | None
+
+
+NO_HOOKS: Final = Hooks(None, None)
+
+
+def hooks(struct: type) -> Hooks:
+    """The hooks `struct`'s encoders and decoders need (none for most schemas, so a
+    codec of a schema without such types passes none and pays nothing)."""
+    carried = _TEXT_TYPES.get(struct)
+    if not carried:
+        return NO_HOOKS
+
+    def dec_hook(kind: type, obj: Any) -> Any:
+        make = carried.get(kind)
+        if make is not None and not isinstance(obj, str) and isinstance(obj, kind):
+            return obj  # `convert` of an object that holds the value already
+        if make is None or not isinstance(obj, str):
+            raise TypeError(f"expected the text of {getattr(kind, '__name__', kind)}")
+        return make(obj)  # its ValueError is msgspec's ValidationError
+
+    classes = (*_ADDRESSES, *(c for c in carried if isinstance(c, type)))
+
+    def enc_hook(obj: Any) -> Any:
+        if isinstance(obj, classes):  # IPvAnyAddress makes an IPv4Address...
+            return str(obj)
+        raise NotImplementedError(f"{type(obj).__name__} is not carried by msgspec")
+
+    return Hooks(enc_hook, dec_hook)
+
+
+def _carried_as_text(root: MessageShape) -> dict[Any, Callable[[str], Any]]:
+    out: dict[Any, Callable[[str], Any]] = {}
+    pending: list[Any] = [f.type for m in messages(root) for f in m.fields]
+    while pending:
+        shape = pending.pop()
+        if isinstance(shape, Foreign) and shape.text is not None:
+            out[shape.annotation] = shape.text
+        if not isinstance(shape, MessageShape):
+            pending.extend(parts(shape))
+    return out
 
 
 def _constant(value: str | int) -> property:
@@ -139,7 +206,7 @@ def _annotation(shape: TypeShape, built: dict[int, type[msgspec.Struct]]) -> Any
     if isinstance(shape, Choice):
         return shape.enum or Literal.__getitem__(shape.values)
     if isinstance(shape, Foreign):
-        return Any
+        return Any if shape.text is None else shape.annotation
     if isinstance(shape, TupleOf):
         return GenericAlias(tuple, tuple(_annotation(s, built) for s in shape.items))
     if isinstance(shape, UnionOf):

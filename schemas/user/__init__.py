@@ -7,6 +7,7 @@
 | `type_hints`, `field_bounds` | annotations and `Field(...)` metadata read into kinds and bounds |
 | `skipped_checks` | which codec skips which check the user's own form makes |
 | `validators` | which codec does not run which validator or computed field of the model |
+| `catalogue` | the usual types against every codec's rules: docs/types.md, generated |
 | `synthetic`, `regex_strings` | seeded synthetic payloads for any shape |
 
 May import `schemas.errors`, `schemas.shape`, `schemas.compare`, `schemas.derive` and

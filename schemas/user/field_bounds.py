@@ -100,6 +100,8 @@ class MetaReader:
                     refuse(path, f"{_spelling(item, key)} is not mapped")
         elif isinstance(item, pydantic.Discriminator | pydantic.Tag):
             pass  # picks a union member: the tag field the shape finds does the same
+        elif item is None:
+            pass  # conint/confloat put None where a keyword was not given
         elif not isinstance(item, str):  # a bare string is documentation
             refuse(path, f"the annotation {_public_name(item)} is not mapped")
 
@@ -126,7 +128,8 @@ class MetaReader:
             self._refusals.add(path, "a time-dependent check is not mapped")
             return Scalar("datetime", bounds)
         if isinstance(annotation, type) and issubclass(annotation, _URLS):
-            return Foreign(annotation, annotation.__name__, _sample_url)
+            reader = pydantic.TypeAdapter(annotation).validate_python
+            return Foreign(annotation, annotation.__name__, _sample_url, reader)
         return None
 
 

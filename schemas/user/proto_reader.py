@@ -176,8 +176,9 @@ class _ProtoReader:
         if f.type == FieldProto.TYPE_FLOAT:
             return self._refusals.add(
                 path,
-                "float (32-bit) rounds values that JSON and msgpack keep at 64 bits: "
-                "use double",
+                "float (32-bit) rounds values that JSON and msgpack keep at 64 bits; "
+                "declared double it is exact, but its wire type changes and protobuf "
+                "then reads the messages already written as 0.0 there",
             )
         return self._refusals.add(path, "this field type is not mapped")
 

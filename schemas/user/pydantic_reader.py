@@ -200,16 +200,42 @@ class _ModelReader:
         return written
 
     def _check_scalar(self, scalar: Scalar, markers: set[str], path: str) -> None:
-        if scalar.kind != "bytes" or "base64" in markers:
+        if scalar.kind != "bytes":
             return
         ser = self._config.get("ser_json_bytes", "utf8")
-        how = "URL-safe base64" if ser == "base64" else f"{ser} text"
-        self._refusals.add(
-            path,
-            f"pydantic writes bytes to JSON as {how} (ser_json_bytes={ser!r}) and "
-            "msgspec as standard base64, which msgspec alone reads back: declare "
-            "it pydantic.Base64Bytes",
-        )
+        val = self._config.get("val_json_bytes", "utf8")
+        configured = [
+            f"{key}={value!r}"
+            for key, value in (("ser_json_bytes", ser), ("val_json_bytes", val))
+            if value != "utf8"
+        ]
+        if "base64" in markers:
+            if configured:  # pydantic then codes the field's base64 twice
+                self._refusals.add(path, _twice(configured))
+            return
+        self._refusals.add(path, _bytes_hint(ser, configured))
+
+
+def _bytes_hint(ser: str, configured: list[str]) -> str:
+    """Why msgspec cannot read pydantic's bytes, and what declaring them
+    `Base64Bytes` breaks (a hint must say what it does to existing messages)."""
+    how = "URL-safe base64" if ser == "base64" else f"{ser} text"
+    drop = f" and removing {', '.join(configured)}" if configured else ""
+    return (
+        f"pydantic writes bytes to JSON as {how} (ser_json_bytes={ser!r}) and msgspec "
+        f"as standard base64: declaring it pydantic.Base64Bytes{drop} makes standard "
+        f"base64 the JSON wire of every codec, and the messages already written as "
+        f"{how} then fail to decode or decode to other bytes"
+    )
+
+
+def _twice(configured: list[str]) -> str:
+    return (
+        f"Base64Bytes with model_config {', '.join(configured)}: pydantic codes the "
+        "field's base64 twice (its own and the model's), msgspec once; remove "
+        f"{'it' if len(configured) == 1 else 'them'} and the messages already "
+        "written (base64 of base64) no longer decode"
+    )
 
 
 def _default(

@@ -20,7 +20,9 @@ import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
 
-from schemas.formats import Refusals, tag_field_of
+from pydantic import IPvAnyAddress, IPvAnyNetwork
+
+from schemas.formats import Refusals
 from schemas.shape import (
     Choice,
     Constraints,
@@ -34,6 +36,7 @@ from schemas.shape import (
     TypeShape,
     UnionOf,
 )
+from schemas.unions import tag_field_of
 
 _SCALARS: Final[dict[type, ScalarKind]] = {
     str: "str",
@@ -77,15 +80,21 @@ def _sample_any(rng: Any) -> str:
     return f"any-{rng.randrange(1000)}"
 
 
-FOREIGN: Final[dict[Any, tuple[str, Callable[[Any], Any] | None]]] = {
-    ipaddress.IPv4Address: ("IPv4Address", _sample_address(4)),
-    ipaddress.IPv6Address: ("IPv6Address", _sample_address(6)),
-    ipaddress.IPv4Network: ("IPv4Network", _sample_network(4)),
-    ipaddress.IPv6Network: ("IPv6Network", _sample_network(6)),
-    Any: ("Any", _sample_any),
-    object: ("object", _sample_any),
+FOREIGN: Final[
+    dict[Any, tuple[str, Callable[[Any], Any] | None, Callable[[str], Any] | None]]
+] = {
+    ipaddress.IPv4Address: ("IPv4Address", _sample_address(4), ipaddress.IPv4Address),
+    ipaddress.IPv6Address: ("IPv6Address", _sample_address(6), ipaddress.IPv6Address),
+    ipaddress.IPv4Network: ("IPv4Network", _sample_network(4), ipaddress.IPv4Network),
+    ipaddress.IPv6Network: ("IPv6Network", _sample_network(6), ipaddress.IPv6Network),
+    IPvAnyAddress: ("IPvAnyAddress", _sample_address(6), ipaddress.ip_address),
+    IPvAnyNetwork: ("IPvAnyNetwork", _sample_network(4), ipaddress.ip_network),
+    Any: ("Any", _sample_any, None),
+    object: ("object", _sample_any, None),
 }
-"""Types only the user's own form holds, with a maker of synthetic JSON values."""
+"""Types with no shape kind: name, a maker of synthetic JSON values, and the maker
+of the value from its text (the type's own constructor: what pydantic runs on the
+JSON string), for the formats that carry it as a string."""
 
 MetaReader = Callable[[list[Any], str], tuple[Constraints, set[str]]]
 """Reads `Annotated` metadata: (items, path) -> (bounds, markers such as `base64`)."""

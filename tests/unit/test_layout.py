@@ -32,6 +32,8 @@ PARTS = {
         "schemas.shape": 1,
         "schemas.formats": 2,
         "schemas.compare": 2,
+        "schemas.unions": 2,
+        "schemas.carried": 3,
         "schemas.prototext": 2,
         "schemas.builtin": 2,
         "schemas.derive": 3,
