@@ -29,6 +29,7 @@ import msgspec
 from codec.avro_exact import walker
 from codec.base import AVRO, MalformedBuffer, as_encode_error, safe_decode
 from schemas.derive.avro_schema import avro_schema, logical_decimal
+from schemas.derive.msgspec_structs import hooks
 from schemas.shape import ListOf, MapOf, MessageShape, Scalar, TypeShape
 
 S = TypeVar("S", bound=msgspec.Struct)
@@ -51,6 +52,8 @@ class AvroCodec(Generic[S]):
         parsed = fastavro.parse_schema(self.schema)
         read = fastavro.schemaless_reader
         convert = msgspec.convert
+        self._hooks = carried = hooks(struct)
+        dec_hook = carried.dec_hook
         bytes_io = io.BytesIO
         exact = walker(self.schema)
 
@@ -60,7 +63,7 @@ class AvroCodec(Generic[S]):
             record = read(stream, parsed, None)
             if stream.tell() != len(data):
                 raise MalformedBuffer("trailing bytes after the Avro record")
-            return convert(record, struct, str_keys=True)
+            return convert(record, struct, str_keys=True, dec_hook=dec_hook)
 
         self.decode_unchecked = decode_unchecked
         self._parsed = parsed
@@ -71,7 +74,9 @@ class AvroCodec(Generic[S]):
 
     def encode(self, obj: S, /) -> bytes:
         try:
-            record = msgspec.to_builtins(obj, builtin_types=_KEEP, str_keys=True)
+            record = msgspec.to_builtins(
+                obj, builtin_types=_KEEP, str_keys=True, enc_hook=self._hooks.enc_hook
+            )
             if self._text_decimals is not None:
                 record = self._text_decimals(record)
             stream = io.BytesIO()
@@ -81,11 +86,11 @@ class AvroCodec(Generic[S]):
         return stream.getvalue()
 
     def to_builtins(self, obj: S, /) -> dict[str, Any]:
-        out: dict[str, Any] = msgspec.to_builtins(obj)
+        out: dict[str, Any] = msgspec.to_builtins(obj, enc_hook=self._hooks.enc_hook)
         return out
 
     def from_builtins(self, data: dict[str, Any], /) -> S:
-        return msgspec.convert(data, self._struct)
+        return msgspec.convert(data, self._struct, dec_hook=self._hooks.dec_hook)
 
 
 class _TextDecimals:

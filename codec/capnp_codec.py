@@ -36,13 +36,16 @@ from codec.base import CAPNP, MalformedBuffer, as_encode_error, safe_decode
 from codec.flatbuffers.accessors import cache_root
 from codec.flatbuffers.layout import micros_reader, to_micros
 from schemas.derive.capnp_schema import CapnpForm, capnp_form, capnp_name
+from schemas.derive.msgspec_structs import hooks
 from schemas.errors import ConfigError
 from schemas.shape import (
     Choice,
     FieldShape,
+    Foreign,
     ListOf,
     MapOf,
     MessageShape,
+    Scalar,
     TypeShape,
     messages,
 )
@@ -126,6 +129,8 @@ class CapnpCodec(Generic[S]):
         from_segments = root.from_segments
         read = _Reader(self.form).message(shape)
         convert = msgspec.convert
+        self._hooks = carried = hooks(struct)
+        dec_hook = carried.dec_hook
 
         def decode_unchecked(data: bytes) -> S:
             # The traversal limit is the message's own size: each field is read
@@ -134,7 +139,7 @@ class CapnpCodec(Generic[S]):
             # message a long loop (the default, 8 Mi words, would allow 8 Mi items).
             limit = (len(data) >> 3) + 8
             reader = from_segments(segments(data), limit, NESTING_LIMIT)
-            return convert(read(reader), struct)
+            return convert(read(reader), struct, dec_hook=dec_hook)
 
         self.decode_unchecked = decode_unchecked
 
@@ -150,11 +155,11 @@ class CapnpCodec(Generic[S]):
             raise as_encode_error(self.name, exc) from exc
 
     def to_builtins(self, obj: S, /) -> dict[str, Any]:
-        out: dict[str, Any] = msgspec.to_builtins(obj)
+        out: dict[str, Any] = msgspec.to_builtins(obj, enc_hook=self._hooks.enc_hook)
         return out
 
     def from_builtins(self, data: dict[str, Any], /) -> S:
-        return msgspec.convert(data, self._struct)
+        return msgspec.convert(data, self._struct, dec_hook=self._hooks.dec_hook)
 
 
 def _field_names(shape: MessageShape) -> list[tuple[int, list[str]]]:
@@ -198,7 +203,7 @@ class _Reader:
         if isinstance(shape, ListOf):
             item = self.value(shape.item)
             return lambda v: [item(x) for x in v]
-        if isinstance(shape, Choice) or shape.kind != "datetime":  # type: ignore[union-attr]
+        if not isinstance(shape, Scalar) or shape.kind != "datetime":
             return _same
         return micros_reader(shape)
 
@@ -261,4 +266,6 @@ def _plain(shape: TypeShape, value: Any) -> Any:
         return msgspec.to_builtins(value)  # ISO 8601 text, which convert reads back
     if isinstance(shape, Choice):
         return getattr(value, "value", value)
+    if isinstance(shape, Foreign):  # an IPv4Address, a URL...: its text
+        return str(value)
     return value

@@ -10,7 +10,7 @@ carried as <form>", so a team sees it. What no form carries faithfully is refuse
 
 | type | codec | carried as | made again by |
 | --- | --- | --- | --- |
-| `IPv4Address`, `IPv6Address`, `IPv4Network`, `IPv6Network`, `HttpUrl`, `AnyUrl`... | msgspec-json, msgspec-msgpack | str | msgspec's `dec_hook` at decode (the attribute is the user's class) |
+| `IPv4Address`, `IPv6Address`, `IPv4Network`, `IPv6Network`, `HttpUrl`, `AnyUrl`... | msgspec-json, msgspec-msgpack; Cap'n Proto, Avro | str; Text, string | msgspec's `dec_hook` at decode (the attribute is the user's class) |
 | `UUID` | protobuf, FlatBuffers, Cap'n Proto | string | the reading (protobuf), the view (FlatBuffers), the decode (Cap'n Proto) |
 | `Decimal` | protobuf, FlatBuffers, Cap'n Proto; Avro unless `max_digits` and `decimal_places` are set | string | as UUID; Avro's decode |
 | `date`, `time`, `timedelta` | Cap'n Proto, FlatBuffers | Text, string (ISO 8601, msgspec's form) | the decode (Cap'n Proto), the view (FlatBuffers) |
@@ -21,7 +21,14 @@ from __future__ import annotations
 
 from typing import Final
 
-from schemas.formats import BINARY_CODECS, MSGSPEC_CODECS, TIMES, node_reasons, walk
+from schemas.formats import (
+    BINARY_CODECS,
+    MSGSPEC_CODECS,
+    TEXT_FOREIGN,
+    TIMES,
+    node_reasons,
+    walk,
+)
 from schemas.shape import Foreign, MapOf, MessageShape, Scalar, TypeShape
 
 _TEXT_KINDS: Final = {
@@ -63,6 +70,11 @@ def _form(shape: TypeShape, codec: str) -> str | None:
             return (
                 f"str (the {shape.name} text; msgspec's dec_hook makes the "
                 f"{shape.name} again at decode)"
+            )
+        if codec in TEXT_FOREIGN:
+            kind = "Text" if codec == "capnp" else "string"
+            return (
+                f"{kind} (the {shape.name} text, made the {shape.name} again at decode)"
             )
         return None
     if isinstance(shape, Scalar) and codec in BINARY_CODECS:

@@ -65,6 +65,10 @@ NULLABLE_LIST_REASON: Final = (
     "declaring it without | None (default empty) makes pydantic and msgspec reject "
     "the messages that send null for it"
 )
+TEXT_FOREIGN: Final = ("capnp", "avro")
+"""Binary codecs that carry a type with a text form (`Foreign.text`) as a string,
+made the user's type again at decode (msgspec's dec_hook, in their conversion to
+the Struct). protobuf and FlatBuffers read lazily, where nothing converts it yet."""
 NAIVE_REASON: Final = (
     "a protobuf Timestamp is an instant: it never equals a naive datetime"
 )
@@ -352,8 +356,10 @@ def _union(shape: TypeShape, codec: str, fmt: str) -> list[str]:
 
 def _foreign(shape: TypeShape, codec: str, fmt: str) -> list[str]:
     assert isinstance(shape, Foreign)  # noqa: S101  (dispatched by type)
-    if codec in MSGSPEC_CODECS and (shape.text is not None or shape.name == "Any"):
-        return []  # carried as its text (`schemas.carried`), or msgspec's own Any
+    if codec in MSGSPEC_CODECS and shape.name == "Any":
+        return []  # msgspec's own Any
+    if shape.text is not None and codec in (*MSGSPEC_CODECS, *TEXT_FOREIGN):
+        return []  # carried as its text (`schemas.carried`)
     return [f"{fmt} has no {shape.name} type"]
 
 

@@ -14,6 +14,7 @@
 | `list[X]` | `array` |
 | `dict[str, V]`, `dict[int, V]` | `map` (Avro keys are strings: int keys as decimal text) |
 | `X | None` | `["null", X]` |
+| `IPv4Address`, `HttpUrl`... (`Foreign.text`) | `string`: its text, made the value again at decode |
 
 Records are named by the message shape's name (unique within a schema); the
 namespace is fixed, so the same shape always gives the same text. Avro field names
@@ -41,6 +42,7 @@ from typing import Any, Final
 from schemas.formats import Refusals, node_reasons
 from schemas.shape import (
     Choice,
+    Foreign,
     ListOf,
     MapOf,
     MessageShape,
@@ -130,6 +132,8 @@ class _Deriver:
             return {"type": "map", "values": self.type(shape.value, path + "{}")}
         if isinstance(shape, Choice):
             return "string" if isinstance(shape.values[0], str) else "long"
+        if isinstance(shape, Foreign):  # one with a text form (others are refused)
+            return "string"
         if isinstance(shape, Scalar):
             return _scalar(shape)
         self._refusals.add(path, f"Avro has no {describe(shape)} type")

@@ -11,6 +11,7 @@
 | `list[X]` | `List(X)` |
 | `dict[K, V]` | `List(Entry)`, a struct `{key :K; value :V}` per entry |
 | `X | None` | a union `{none :Void; value :X}` |
+| `IPv4Address`, `HttpUrl`... (`Foreign.text`) | `Text`: its text, made the value again at decode |
 
 Cap'n Proto names are camelCase without underscores: `customer_id` is written
 `customerId` (`capnp_name`). Like protobuf's, the names are code identifiers, so
@@ -29,6 +30,7 @@ from typing import Final
 from schemas.formats import Refusals, node_reasons
 from schemas.shape import (
     Choice,
+    Foreign,
     ListOf,
     MapOf,
     MessageShape,
@@ -155,6 +157,8 @@ def _type(
         return "Void"
     if isinstance(shape, Choice):
         return "Text" if isinstance(shape.values[0], str) else "Int64"
+    if isinstance(shape, Foreign):  # one with a text form (others are refused)
+        return "Text"
     if not isinstance(shape, Scalar) or shape.kind not in (*_SCALARS, "int"):
         refusals.add(path, f"Cap'n Proto has no {describe(shape)} type")
         return "Text"

@@ -115,7 +115,7 @@ class TestCheck:
             "decodes to a date (a Timestamp is an instant)" in by_codec["protobuf"]
         )
         assert "msgspec-json: ShipmentEvent.source_ip: changed: carried as str" in out
-        assert len(by_codec["protobuf"]) == 9 and len(by_codec["avro"]) == 6
+        assert len(by_codec["protobuf"]) == 9 and len(by_codec["avro"]) == 4
         assert "all codecs agree (4 left out above)" in out
         for what in (
             "ShipmentEvent.tracking_number: field_validator(mode='after') "
@@ -142,9 +142,12 @@ class TestCheck:
         assert captured.out == ""
         lines = captured.err.splitlines()
         assert lines[0].startswith("codec-schema: error: --codecs: avro cannot ")
-        assert "  avro: ShipmentEvent.status_url: Avro has no HttpUrl type" in lines
+        assert (
+            "  avro: ShipmentEvent.tags: Avro has no set type: its array decodes to "
+            "a list, with order and duplicates"
+        ) in lines
         assert not any(line.startswith("  msgspec-json: ") for line in lines)
-        assert len([line for line in lines if line.startswith("  avro: ")]) == 6
+        assert len([line for line in lines if line.startswith("  avro: ")]) == 4
 
 
 class TestStartUp:

@@ -391,3 +391,39 @@ class TestShadowReadsCarriedTypes:
         verdict = comparer.compare(upper, b"application/json")
         assert verdict is not None
         assert (verdict.outcome, verdict.mode) == ("agree", mode)
+
+
+class TestBinaryAddresses:
+    """Cap'n Proto and Avro carry an address or URL as text, made the user's type
+    again at decode (msgspec's dec_hook in their conversion to the Struct)."""
+
+    @pytest.mark.parametrize(("codec", "form"), [("capnp", "Text"), ("avro", "string")])
+    def test_round_trip_check_and_lines(self, codec: CodecName, form: str) -> None:
+        m = model(
+            "Host",
+            ip=(ipaddress.IPv4Address, ...),
+            nets=(list[ipaddress.IPv6Network], []),
+            url=(pydantic.HttpUrl | None, None),
+        )
+        schema = from_class(m, "m:Host")
+        assert codec_refusal(codec, schema) is None
+        built = get_codec(codec, schema)
+        obj: Any = built.from_builtins(
+            {"ip": "192.0.2.1", "nets": ["2001:db8::/48"], "url": "https://example.com"}
+        )
+        back: Any = built.decode(built.encode(obj))
+        assert back.ip == ipaddress.IPv4Address("192.0.2.1")
+        assert list(back.nets) == [ipaddress.IPv6Network("2001:db8::/48")]
+        assert str(back.url) == "https://example.com/"
+        report = run_check(schema, count=30, codecs=["json+pydantic", codec])
+        assert report.ok, report.findings
+        assert report.changed[codec][0] == (
+            f"Host.ip: carried as {form} (the IPv4Address text, made the IPv4Address "
+            "again at decode)"
+        )
+        assert len(report.changed[codec]) == 3
+
+    @pytest.mark.parametrize("codec", ["protobuf", "flatbuffers"])
+    def test_lazy_formats_still_refuse(self, codec: CodecName) -> None:
+        schema = from_class(model("Host", ip=(ipaddress.IPv4Address, ...)), "m:Host")
+        assert "has no IPv4Address type" in (codec_refusal(codec, schema) or "")
