@@ -14,7 +14,7 @@ carried as <form>", so a team sees it. What no form carries faithfully is refuse
 | `UUID` | protobuf, FlatBuffers, Cap'n Proto | string | the reading (protobuf), the view (FlatBuffers), the decode (Cap'n Proto) |
 | `Decimal` | protobuf, FlatBuffers, Cap'n Proto; Avro unless `max_digits` and `decimal_places` are set | string | as UUID; Avro's decode |
 | `date`, `time`, `timedelta` | Cap'n Proto, FlatBuffers | Text, string (ISO 8601, msgspec's form) | the decode (Cap'n Proto), the view (FlatBuffers) |
-| `dict[int, V]` | Avro | a map keyed by the int's decimal text | Avro's decode |
+| `dict[int, V]` (an int enum or Literal too) | Avro | a map keyed by the int's decimal text | Avro's decode |
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from schemas.formats import (
     node_reasons,
     walk,
 )
-from schemas.shape import Foreign, MapOf, MessageShape, Scalar, TypeShape
+from schemas.shape import Choice, Foreign, MapOf, MessageShape, Scalar, TypeShape
 
 _TEXT_KINDS: Final = {
     "uuid": "string (the canonical UUID text, made a UUID again when read)",
@@ -91,14 +91,16 @@ def _form(shape: TypeShape, codec: str) -> str | None:
                 "string (the exact Decimal text; Avro's decimal type needs "
                 "max_digits and decimal_places)"
             )
-    if (
-        isinstance(shape, MapOf)
-        and codec == "avro"
-        and isinstance(shape.key, Scalar)
-        and shape.key.kind == "int"
-    ):
+    if isinstance(shape, MapOf) and codec == "avro" and _int_key(shape):
         return "a map keyed by the int's decimal text (Avro keys are strings)"
     return None
+
+
+def _int_key(shape: MapOf) -> bool:
+    key = shape.key
+    if isinstance(key, Choice):
+        return isinstance(key.values[0], int)
+    return key.kind == "int"
 
 
 def _logical(shape: Scalar) -> bool:

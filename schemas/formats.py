@@ -313,10 +313,9 @@ def _map(shape: TypeShape, codec: str, fmt: str) -> list[str]:
     assert isinstance(shape, MapOf)  # noqa: S101  (dispatched by type)
     out = []
     key = shape.key
-    if codec in BINARY_CODECS and not (
-        isinstance(key, Scalar) and key.kind in ("str", "int")
-    ):
-        out.append(f"{fmt} map keys are str or int here, not {describe(key)}")
+    if codec in BINARY_CODECS and not _key_carried(key, codec):
+        allowed = _KEYS.get(codec, "str or int")
+        out.append(f"{fmt} map keys are {allowed} here, not {describe(key)}")
     if codec == "protobuf" and isinstance(shape.value, ListOf | MapOf | TupleOf):
         out.append(
             "a list or map inside a map needs a wrapper message in protobuf, and "
@@ -324,6 +323,23 @@ def _map(shape: TypeShape, codec: str, fmt: str) -> list[str]:
             "decode)"
         )
     return out
+
+
+_KEYS: Final = {
+    "capnp": "any scalar but bool",
+    "avro": "str, int or an enum or Literal",
+}
+"""Map keys beyond str and int: Cap'n Proto's entries hold the key in its own
+form, Avro's map keys are text; msgspec's conversion into the Struct makes the
+key's type again."""
+
+
+def _key_carried(key: Scalar | Choice, codec: str) -> bool:
+    if isinstance(key, Scalar) and key.kind in ("str", "int"):
+        return True
+    if codec == "capnp":
+        return not (isinstance(key, Scalar) and key.kind == "bool")
+    return codec == "avro" and isinstance(key, Choice)
 
 
 def _tuple(shape: TypeShape, codec: str, fmt: str) -> list[str]:

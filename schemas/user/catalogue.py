@@ -91,6 +91,10 @@ CATALOGUE: Final[tuple[tuple[str, Any], ...]] = (
     ("`dict[str, int]`", dict[str, int]),
     ("`dict[int, str]`", dict[int, str]),
     ("`dict[UUID, str]`", dict[uuid.UUID, str]),
+    ("`dict[date, str]`", dict[datetime.date, str]),
+    ("`dict[datetime, str]`", dict[datetime.datetime, str]),
+    ("`dict[Level, str]` (an IntEnum key)", dict[Level, str]),
+    ("`dict[Mode, str]` (a StrEnum key)", dict[Mode, str]),
 )
 """(how the docs name it, the annotation): the types of a team's model, item by item."""
 

@@ -15,7 +15,7 @@ import ipaddress
 import os
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import pydantic
@@ -427,3 +427,49 @@ class TestBinaryAddresses:
     def test_lazy_formats_still_refuse(self, codec: CodecName) -> None:
         schema = from_class(model("Host", ip=(ipaddress.IPv4Address, ...)), "m:Host")
         assert "has no IPv4Address type" in (codec_refusal(codec, schema) or "")
+
+
+class Tier(enum.IntEnum):
+    """An IntEnum map key."""
+
+    GOLD = 1
+    SILVER = 2
+
+
+class TestMapKeys:
+    """dict with non-string keys where a format can carry them: Cap'n Proto's
+    entries hold any scalar key, Avro's text keys an enum or Literal too."""
+
+    @pytest.mark.parametrize(
+        "key", [uuid.UUID, datetime.date, datetime.datetime, decimal.Decimal, float]
+    )
+    def test_capnp_carries_scalar_keys(self, key: Any) -> None:
+        schema = from_class(model("Keyed", m=(dict[key, int], ...)), "m:Keyed")
+        assert codec_refusal("capnp", schema) is None
+        assert run_check(schema, count=30, codecs=["json+pydantic", "capnp"]).ok
+
+    def test_avro_carries_enum_keys(self) -> None:
+        m = model(
+            "Tiers", m=(dict[Tier, int], ...), n=(dict[Literal["a", "b"], int], ...)
+        )
+        schema = from_class(m, "m:Tiers")
+        assert codec_refusal("avro", schema) is None
+        assert run_check(schema, count=30, codecs=["json+pydantic", "avro"]).ok
+        assert report_lines(schema, "avro") == [
+            "Tiers.m: carried as a map keyed by the int's decimal text (Avro keys "
+            "are strings)"
+        ]
+
+    def test_a_key_no_protobuf_map_takes_refuses_protobuf_alone(self) -> None:
+        """A datetime or float key made the derived .proto fail to build, which
+        refused the whole model (every codec, pydantic's too)."""
+        schema = from_class(model("When", m=(dict[datetime.datetime, int], ...)), "m:W")
+        assert "protobuf map keys are str or int here, not datetime" in (
+            codec_refusal("protobuf", schema) or ""
+        )
+        codecs = ["json+pydantic", "msgspec-json", "capnp"]
+        assert run_check(schema, count=20, codecs=codecs).ok
+
+
+def report_lines(schema: Any, codec: str) -> list[str]:
+    return run_check(schema, count=5, codecs=[codec]).changed.get(codec, [])
