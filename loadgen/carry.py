@@ -7,16 +7,27 @@ strings), not the tool's re-encoding of them. Only a record in another wire form
 is transcoded: decoded with the codec its `content-type` names (JSON: with the
 JSON codec of the schema's own form), re-encoded with the target.
 
-A record the target cannot carry (it does not decode with the schema, or the target
-format cannot hold one of its values: a datetime without a timezone for protobuf's
-`Timestamp`, an int wider than 64 bits) is left out of the replay and counted under
-`"<field path>: <reason>"`, so the report can say what a switch would cost.
+A record the target cannot carry is left out of the replay and counted under
+`"<field path>: <reason>"`, so the report can say what a switch would cost: it does
+not decode with the schema, the target refuses one of its values (a datetime without
+a timezone for protobuf's `Timestamp`, an int wider than 64 bits), or the target
+takes it but reads a different value back. Every transcoded record is decoded again
+with the target and compared field by field with the source's decode, as a shadow
+decode compares them (`schemas.compare.diff`): a naive datetime that FlatBuffers,
+Cap'n Proto or Avro store as an instant and read back in UTC, a float a format
+narrows to 32 bits, an int a 64-bit format wraps, a set whose members change. So the
+records a replay counts as not carried are the ones `--shadow-codec` shows as
+`differ` or `shadow_rejected`, never a value sent changed. The check costs one
+decode and one comparison per transcoded record, before the run, never in it.
 """
 
 from __future__ import annotations
 
+import ast
 import datetime
+import math
 import re
+import struct
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -25,7 +36,10 @@ from typing import Any, Final
 from codec import AutoCodec, Codec, get_codec, native_to_builtins
 from loadgen.config import LoadgenSettings
 from loadgen.recording import Record
+from schemas.compare import diff, read_native
 from schemas.errors import DecodeError
+from schemas.shape import ListOf, MapOf, MessageShape, TupleOf, TypeShape, UnionOf
+from schemas.wire_shape import shape_of
 from service.kafka.headers import CONTENT_TYPE
 from service.shadow.verdict import located
 
@@ -33,7 +47,14 @@ _INT_RANGE: Final = (-(2**63), 2**64)
 """The ints every wire format holds: int64 and uint64 together."""
 _PB_PATH: Final = re.compile(r" at [A-Za-z_][\w]*\.([\w.\[\]]+?)\.?$")
 """protobuf's json_format ends a ParseError with `at Message.field.sub.`."""
+_NAIVE: Final = {"protobuf": "protobuf's Timestamp holds instants"}
 _MAX_REASON: Final = 160
+_INDEXES: Final = re.compile(r"\[\d+\]")
+_STEP: Final = re.compile(
+    r"\.(?P<name>[A-Za-z_]\w*)"
+    r"|\[(?P<key>-?\d+|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]"
+)
+"""One step of a `diff` path: `.field`, `[2]` or `['key']` (a map key's repr)."""
 
 
 def content_type(r: Record) -> bytes | None:
@@ -74,6 +95,7 @@ def carry(
     auto = get_codec("auto", forms, auto_json=s.transcode_json)
     assert isinstance(auto, AutoCodec)  # noqa: S101  # get_codec's contract
     target = get_codec(s.transcode, forms)
+    shape = shape_of(forms)
     out = Carried()
     for i, r in enumerate(records):
         if i % 1000 == 0:
@@ -88,7 +110,9 @@ def carry(
                 out.values.append(r.value)
                 out.as_recorded.append(True)
                 continue
-            value, why = _transcode(source, target, r.value or b"", s.schema_spec)
+            value, why = _transcode(
+                source, target, r.value or b"", s.schema_spec, shape
+            )
             if value is not None:
                 out.indexes.append(i)
                 out.values.append(value)
@@ -102,9 +126,16 @@ def carry(
 
 
 def _transcode(
-    source: Codec[Any], target: Codec[Any], value: bytes, schema: str
+    source: Codec[Any],
+    target: Codec[Any],
+    value: bytes,
+    schema: str,
+    shape: MessageShape,
 ) -> tuple[bytes | None, str]:
-    """(the value in `target`'s format, "") or (None, "<path>: <reason>")."""
+    """(the value in `target`'s format, "") or (None, "<path>: <reason>").
+
+    The value is sent only when `target` reads back what `source` decoded.
+    """
     try:
         native = source.decode(value)
     except DecodeError as exc:
@@ -115,24 +146,129 @@ def _transcode(
     # from_builtins takes; a pydantic model's own dump does not.
     data = native_to_builtins(native)
     try:
-        return target.encode(target.from_builtins(data)), ""
+        encoded = target.encode(target.from_builtins(data))
     except Exception as exc:  # any codec's refusal is a finding, not a crash
         return None, explain(data, exc, target.name)
+    why = changed(native, encoded, target, shape)
+    return (None, why) if why else (encoded, "")
+
+
+def changed(
+    native: Any, encoded: bytes, target: Codec[Any], shape: MessageShape
+) -> str:
+    """ "" when `target` reads `encoded` back equal to `native`, else the first
+    changed field as `"<path>: <reason>"` (paths by wire key, no indexes).
+
+    Equal is what a shadow decode calls agree (`schemas.compare.diff`).
+    """
+    try:
+        back = target.decode(encoded)
+    except Exception as exc:  # any failure to read back is a finding, not a crash
+        return f"record: {target.name} does not read back what it wrote ({_short(exc)})"
+    expected = read_native(native, shape)
+    actual = read_native(back, shape)
+    found = diff(expected, actual, shape, "")
+    if not found:
+        return ""
+    path = found[0][0]
+    before, after = _at(expected, path), _at(actual, path)
+    return f"{wire_path(path, shape)}: {lost(before, after, target.name)}"
+
+
+def lost(before: Any, after: Any, target: str) -> str:
+    """What codec `target` changed in a value, in words that quote no value."""
+    if isinstance(before, datetime.datetime) and isinstance(after, datetime.datetime):
+        if before.tzinfo is None and after.tzinfo is not None:
+            held = _NAIVE.get(target, f"{target} holds instants: it reads back as UTC")
+            return f"a datetime without a timezone ({held})"
+        if before.tzinfo is not None and after.tzinfo is None:
+            return f"a datetime with a timezone ({target} reads it back without one)"
+        return f"a datetime {target} reads back as another instant"
+    if isinstance(before, int) and not isinstance(before, bool):
+        if not _INT_RANGE[0] <= before < _INT_RANGE[1]:
+            return f"an int wider than 64 bits ({target} cannot hold it)"
+        return f"an int {target} reads back as another value"
+    if isinstance(before, float) and isinstance(after, float):
+        if math.isfinite(before) and after == _as_float32(before):
+            return f"a float {target} narrows to 32 bits"
+        return f"a float {target} reads back as another value"
+    if isinstance(before, frozenset | set):
+        return f"a set whose members {target} changes"
+    return f"a value {target} reads back changed"
+
+
+def _as_float32(value: float) -> float:
+    try:
+        narrowed: float = struct.unpack("f", struct.pack("f", value))[0]
+    except OverflowError:
+        return math.inf
+    return narrowed
+
+
+def _at(value: Any, path: str) -> Any:
+    """The part of a `read_native` value at a `diff` path (None: not found)."""
+    pos = 0
+    while pos < len(path):
+        step = _STEP.match(path, pos)
+        if step is None:
+            return None
+        pos = step.end()
+        name, key = step["name"], step["key"]
+        try:
+            value = value[name if name is not None else ast.literal_eval(key)]
+        except (KeyError, IndexError, TypeError, ValueError, SyntaxError):
+            return None
+    return value
+
+
+def wire_path(path: str, shape: MessageShape) -> str:
+    """A `diff` path as the report counts fields: wire keys, no indexes or keys
+    (`.created_at` -> `createdAt`, `.items[2].unit_price` -> `items.unitPrice`)."""
+    out: list[str] = []
+    here: TypeShape | None = shape
+    for step in _STEP.finditer(path):
+        name, key = step["name"], step["key"]
+        if name is None:  # into a list's item, a map's value, a tuple's position
+            if isinstance(here, ListOf):
+                here = here.item
+            elif isinstance(here, MapOf):
+                here = here.value
+            elif isinstance(here, TupleOf) and key.lstrip("-").isdigit():
+                here = here.items[int(key)] if int(key) < len(here.items) else None
+            continue
+        f = next(
+            (f for msg in _messages(here) for f in msg.fields if f.name == name), None
+        )
+        out.append(name if f is None else f.wire)
+        here = None if f is None else f.type
+    return ".".join(out) or "record"
+
+
+def _messages(shape: TypeShape | None) -> list[MessageShape]:
+    if isinstance(shape, MessageShape):
+        return [shape]
+    if isinstance(shape, UnionOf):
+        return [m for m in shape.members if isinstance(m, MessageShape)]
+    return []
 
 
 def explain(data: Any, exc: Exception, target: str) -> str:
-    """`"<path>: <reason>"` for a value `target` could not encode."""
+    """`"<path>: <reason>"` for a value `target` could not encode (the path
+    without list indexes: a reason counts records by field)."""
     for path, leaf in _leaves(data, ""):
         wide = isinstance(leaf, int) and not _INT_RANGE[0] <= leaf < _INT_RANGE[1]
         if wide:
-            return f"{path}: an int wider than 64 bits ({target} cannot hold it)"
+            where = _INDEXES.sub("", path)
+            return f"{where}: an int wider than 64 bits ({target} cannot hold it)"
     match = _PB_PATH.search(str(exc))
     if match is not None:
         path = match.group(1)
+        where = _INDEXES.sub("", path)
         leaf = dict(_leaves(data, "")).get(path)
         if isinstance(leaf, str) and _naive_datetime(leaf):
-            return f"{path}: a datetime without a timezone ({target}'s Timestamp holds instants)"
-        return f"{path}: {_short(exc)}"
+            held = _NAIVE.get(target, f"{target} holds instants")
+            return f"{where}: a datetime without a timezone ({held})"
+        return f"{where}: {_short(exc)}"
     return f"record: {type(exc).__name__}: {_short(exc)}"
 
 

@@ -7,9 +7,11 @@ written as JSON carries them, so that every form reads them back exactly:
 
 | shape | builtins value |
 | --- | --- |
-| datetime | RFC 3339 text in UTC with microseconds (`2026-03-01T12:00:00.123456Z`); naive-only: no offset |
+| datetime | RFC 3339 text in UTC with microseconds (`2026-03-01T12:00:00.123456Z`); naive-only: no offset; edges: at other offsets too (`+05:30`), a plain `datetime` naive too |
 | date, time, timedelta | ISO 8601 text (`2026-03-01`, `12:00:00.123456`, `P3DT1200S`) |
-| set, frozenset, tuple | a list (distinct items for a set) |
+| set, frozenset, tuple | a list (distinct items for a set: several, as its bounds allow) |
+| int | small (+-1e6); edges: past 64 bits in one payload of four when its bounds allow it |
+| float | four decimals; edges: every fourth one all 53 bits (never exact in 32 bits) |
 | union | one member's value, picked at random (None too when it is nullable) |
 | `Foreign` (`IPv4Address`, `HttpUrl`...) | its sample text; else the field's default, or None |
 | bytes | standard base64 text |
@@ -17,10 +19,16 @@ written as JSON carries them, so that every form reads them back exactly:
 | Decimal | its text, with `decimal_places` places (2 when unset) and `max_digits` digits |
 | str with a `pattern` | a string the pattern matches (`schemas.user.regex_strings`) |
 
-Keys are the wire keys (a field's alias, else its name), as `model_dump(by_alias=True)`
-and every codec's `from_builtins` have them.
 | enum | the member's value |
 | map with int keys | a dict with int keys |
+
+With `SynthOptions(edges=True)` (`codec-schema check`) the payloads meet the values a
+format may not carry faithfully whenever the model allows them: a naive datetime where
+a format stores instants, an int no 64-bit format holds, a float a 32-bit format would
+narrow; sets always have several distinct members, as their bounds allow.
+
+Keys are the wire keys (a field's alias, else its name), as `model_dump(by_alias=True)`
+and every codec's `from_builtins` have them.
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ from schemas.shape import (
     TupleOf,
     TypeShape,
     UnionOf,
+    fits_64_bits,
     int_range,
     int_width,
     messages,
@@ -68,6 +77,15 @@ _WIDTH_RANGE: Final[dict[str, tuple[int, int]]] = {
 }
 _SMALL: Final = 1_000_000
 _DEFAULT_FLOATS: Final = (-10_000.0, 10_000.0)
+_EDGE: Final = 0.25
+"""How often a value is an edge case (a wide int, a full-precision float)."""
+_OFFSETS: Final = (
+    datetime.UTC,
+    datetime.timezone(datetime.timedelta(hours=5, minutes=30)),
+    datetime.timezone(datetime.timedelta(hours=-7)),
+)
+"""The offsets aware datetimes are written at: UTC and two others, so a format
+that keeps only the instant is compared on the instant (equal), not the text."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +98,11 @@ class SynthOptions:
         str_len: characters per string.
         bytes_len: bytes per bytes value.
         none_ratio: how often a nullable field is None (0 to 1).
+        edges: also the values a format may not carry faithfully, where the
+            model allows them (`codec-schema check`'s payloads): naive and
+            aware datetimes at several offsets, ints past 64 bits, floats with
+            all 53 bits. Off for load: a benchmark's payloads are values every
+            codec it runs carries.
     """
 
     list_len: tuple[int, int] = (2, 4)
@@ -87,6 +110,7 @@ class SynthOptions:
     str_len: tuple[int, int] = (5, 20)
     bytes_len: tuple[int, int] = (4, 32)
     none_ratio: float = 0.25
+    edges: bool = False
 
 
 def make_payloads(
@@ -142,6 +166,8 @@ class _Synth:
             n = self._length(self._options.list_len, shape.constraints, path)
             if isinstance(shape.item, Foreign) and shape.item.sample is None:
                 return []
+            if shape.container in ("set", "frozenset"):
+                return self._set(shape, n, path)
             return [self._value(shape.item, f"{path}[]") for _ in range(n)]
         if isinstance(shape, MapOf):
             return self._map(shape, path)
@@ -158,6 +184,17 @@ class _Synth:
                 )
             return shape.sample(self._rng)
         return self._scalar(shape, path)
+
+    def _set(self, shape: ListOf, n: int, path: str) -> list[Any]:
+        """`n` distinct members (fewer when the item type has fewer values)."""
+        members: list[Any] = []
+        for _ in range(n * 10):
+            if len(members) == n:
+                break
+            item = self._value(shape.item, f"{path}[]")
+            if item not in members:
+                members.append(item)
+        return members
 
     def _map(self, shape: MapOf, path: str) -> dict[Any, Any]:
         n = self._length(self._options.map_len, shape.constraints, path)
@@ -203,9 +240,16 @@ class _Synth:
             return moment.date().isoformat()
         if shape.kind == "time":
             return moment.time().isoformat()
-        if bounds.tz is False:  # naive only: the wall-clock time, no offset
-            return moment.replace(tzinfo=None).isoformat()
-        return moment.isoformat().replace("+00:00", "Z")
+        # naive only: the wall-clock time, no offset; else in UTC, or with edges
+        # at any offset, and naive too for a plain datetime (traffic may hold both).
+        if bounds.tz is not False:
+            pick = 0
+            if self._options.edges:
+                pick = rng.randrange(len(_OFFSETS) + (bounds.tz is None))
+            if pick < len(_OFFSETS):
+                aware = moment.astimezone(_OFFSETS[pick]).isoformat()
+                return aware.replace("+00:00", "Z")
+        return moment.replace(tzinfo=None).isoformat()
 
     def _matching(self, bounds: Constraints, path: str) -> str:
         assert bounds.pattern is not None  # noqa: S101  (the caller checked)
@@ -247,6 +291,11 @@ class _Synth:
         return self._rng.randint(lo, hi)
 
     def _int(self, bounds: Constraints, path: str) -> int:
+        edge = self._options.edges and not fits_64_bits(bounds)
+        if edge and self._rng.random() < _EDGE:
+            wide = self._wide_int(bounds)
+            if wide is not None:
+                return wide
         low, high = _WIDTH_RANGE[int_width(bounds)]
         lo_b, hi_b = int_range(bounds)
         lo = low if lo_b is None else max(low, lo_b)
@@ -266,6 +315,34 @@ class _Synth:
             raise ConfigError(f"schema error: {path}: no int fits its bounds")
         return self._rng.randint(first, last) * step
 
+    def _wide_int(self, bounds: Constraints) -> int | None:
+        """An int past 64 bits within `bounds`, near the 64-bit edge (None: the
+        bounds hold no multiple of their step there)."""
+        lo, hi = int_range(bounds)
+        sides = []
+        above = 2**64 if lo is None else max(lo, 2**64)  # past uint64
+        if hi is None or hi >= above:
+            sides.append(
+                (
+                    above,
+                    above + 2 * _SMALL if hi is None else min(hi, above + 2 * _SMALL),
+                )
+            )
+        below = -(2**63) - 1 if hi is None else min(hi, -(2**63) - 1)  # past int64
+        if lo is None or lo <= below:
+            sides.append(
+                (
+                    below - 2 * _SMALL if lo is None else max(lo, below - 2 * _SMALL),
+                    below,
+                )
+            )
+        if not sides:
+            return None
+        low, high = self._rng.choice(sides)
+        step = int(bounds.multiple_of or 1)
+        first, last = -(-low // step), high // step
+        return None if first > last else self._rng.randint(first, last) * step
+
     def _float(self, bounds: Constraints, path: str) -> float:
         lo = _bound(bounds.ge, bounds.gt, _DEFAULT_FLOATS[0], max)
         hi = _bound(bounds.le, bounds.lt, _DEFAULT_FLOATS[1], min)
@@ -274,8 +351,11 @@ class _Synth:
         if bounds.multiple_of:
             step = float(bounds.multiple_of)
             return self._rng.randint(int(-(-lo // step)), int(hi // step)) * step
-        # Four decimals: short JSON, and every codec reads the same double back.
-        value = round(self._rng.uniform(lo, hi), 4)
+        # Four decimals: short JSON; every fourth value keeps all 53 bits, which
+        # no 32-bit float holds. Every 64-bit codec reads either back exactly.
+        value = self._rng.uniform(lo, hi)
+        if not (self._options.edges and self._rng.random() < _EDGE):
+            value = round(value, 4)
         return min(max(value, lo), hi)
 
 

@@ -64,7 +64,7 @@ class TestShow:
 class TestCheck:
     """`check` exits 0 when every codec agrees, 1 with the paths when one does not."""
 
-    @pytest.mark.parametrize("spec", ["orders:Order", "events:Event", SHIPMENT])
+    @pytest.mark.parametrize("spec", ["events:Event", SHIPMENT])
     def test_fixtures_agree(
         self, capsys: pytest.CaptureFixture[str], spec: str
     ) -> None:
@@ -72,6 +72,22 @@ class TestCheck:
         assert code == 0, out
         assert out.strip().endswith("all codecs agree")
         assert "checked 10 payloads" in out and "with 9 codecs" in out
+
+    def test_a_plain_datetime_is_changed_by_the_formats_of_instants(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`Order.placed_at` is a plain datetime: naive values are valid, and
+        protobuf refuses them, FlatBuffers, Cap'n Proto and Avro read them back
+        aware in UTC. The check's payloads hold some; each codec is named."""
+        code, out, _ = run(capsys, "check", "orders:Order", "--count", "10")
+        assert code == 1, out
+        found = out.split("disagreements (who: path: first occurrence):\n")[1]
+        assert [line.split(": payload")[0] for line in found.splitlines()] == [
+            f"  {codec}: Order.placed_at"
+            for codec in ("protobuf", "flatbuffers", "capnp", "avro")
+        ]
+        protobuf = next(line for line in found.splitlines() if "protobuf" in line)
+        assert ": from_builtins failed: " in protobuf
 
     def test_strict_datetime_fails_the_two_pass_codecs(
         self, capsys: pytest.CaptureFixture[str]
@@ -108,7 +124,7 @@ class TestCheck:
             "check",
             "orders:Order",
             "--codecs",
-            "msgspec-json,protobuf",
+            "msgspec-json,msgspec-msgpack",
             "--count",
             "2",
             "--list-len",
