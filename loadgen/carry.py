@@ -33,6 +33,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import msgspec
+
 from codec import AutoCodec, Codec, get_codec, native_to_builtins
 from loadgen.config import LoadgenSettings
 from loadgen.recording import Record
@@ -49,6 +51,7 @@ _PB_PATH: Final = re.compile(r" at [A-Za-z_][\w]*\.([\w.\[\]]+?)\.?$")
 """protobuf's json_format ends a ParseError with `at Message.field.sub.`."""
 _NAIVE: Final = {"protobuf": "protobuf's Timestamp holds instants"}
 _MAX_REASON: Final = 160
+_JSON: Final = msgspec.json.Encoder(order="sorted").encode
 _INDEXES: Final = re.compile(r"\[\d+\]")
 _STEP: Final = re.compile(
     r"\.(?P<name>[A-Za-z_]\w*)"
@@ -149,22 +152,32 @@ def _transcode(
         encoded = target.encode(target.from_builtins(data))
     except Exception as exc:  # any codec's refusal is a finding, not a crash
         return None, explain(data, exc, target.name)
-    why = changed(native, encoded, target, shape)
+    why = changed(native, encoded, target, shape, data)
     return (None, why) if why else (encoded, "")
 
 
 def changed(
-    native: Any, encoded: bytes, target: Codec[Any], shape: MessageShape
+    native: Any,
+    encoded: bytes,
+    target: Codec[Any],
+    shape: MessageShape,
+    data: dict[str, Any] | None = None,
 ) -> str:
-    """ "" when `target` reads `encoded` back equal to `native`, else the first
-    changed field as `"<path>: <reason>"` (paths by wire key, no indexes).
+    """The first field `target` reads back from `encoded` other than `native` has
+    it, as `"<path>: <reason>"` (paths by wire key, no indexes); "" for none.
 
-    Equal is what a shadow decode calls agree (`schemas.compare.diff`).
+    Equal is what a shadow decode calls agree (`schemas.compare.diff`). With
+    `data` (`native` as builtins), a read-back whose builtins are the same JSON
+    text is equal without that comparison: about 13 us instead of 100 (Avro, a
+    record of nine fields); any difference in the text (an offset, a key order)
+    is compared field by field.
     """
     try:
         back = target.decode(encoded)
     except Exception as exc:  # any failure to read back is a finding, not a crash
         return f"record: {target.name} does not read back what it wrote ({_short(exc)})"
+    if data is not None and _same_json(data, target, back):
+        return ""
     expected = read_native(native, shape)
     actual = read_native(back, shape)
     found = diff(expected, actual, shape, "")
@@ -173,6 +186,15 @@ def changed(
     path = found[0][0]
     before, after = _at(expected, path), _at(actual, path)
     return f"{wire_path(path, shape)}: {lost(before, after, target.name)}"
+
+
+def _same_json(data: dict[str, Any], target: Codec[Any], back: Any) -> bool:
+    """True when `back` as builtins is `data` as JSON text: the same values (a
+    naive or narrowed value, 1 for 1.0 or True, is other text)."""
+    try:
+        return bool(_JSON(data) == _JSON(target.to_builtins(back)))
+    except Exception:  # not comparable as text: compared field by field
+        return False
 
 
 def lost(before: Any, after: Any, target: str) -> str:

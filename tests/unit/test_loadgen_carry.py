@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from codec import AutoCodec, CodecName, get_codec
+from codec import AutoCodec, CodecName, get_codec, native_to_builtins
 from loadgen.carry import changed, lost, wire_path
 from loadgen.config import LoadgenSettings
 from loadgen.recording import Record, RecordingInfo, RecordingWriter
@@ -129,6 +129,9 @@ class _Narrowing:
     def __init__(self, codec: Any, change: dict[str, Any]) -> None:
         self._codec, self._change = codec, change
 
+    def to_builtins(self, obj: Any) -> Any:
+        return self._codec.to_builtins(obj)
+
     def decode(self, data: bytes) -> Any:
         back = self._codec.decode(data)
         for name, value in self._change.items():
@@ -144,10 +147,13 @@ def test_a_value_a_codec_changes_silently_is_caught() -> None:
     native = codec.decode(VALUES[0].replace(b"1.25", b"1.1"))
     encoded = codec.encode(native)
     assert changed(native, encoded, codec, shape) == ""
+    data = native_to_builtins(native)
+    assert changed(native, encoded, codec, shape, data) == ""  # by the JSON text
     narrowing = _Narrowing(codec, {"value_kwh": 1.100000023841858})
-    assert changed(native, encoded, narrowing, shape) == (  # type: ignore[arg-type]
-        "valueKwh: a float narrowing narrows to 32 bits"
-    )
+    for given in (None, data):  # with the builtins too: other JSON text
+        assert changed(native, encoded, narrowing, shape, given) == (  # type: ignore[arg-type]
+            "valueKwh: a float narrowing narrows to 32 bits"
+        )
     wide_forms = resolve("tests.fixtures.usermodels.lax:Model")
     wide = get_codec("json+pydantic", wide_forms)
     big = wide.decode(b'{"id": %d, "name": "n", "amount": 1}' % 2**70)
