@@ -32,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Final, TextIO
+from typing import Any, Final, TextIO
 
 from rich.console import Console
 from rich.markdown import Markdown
@@ -46,7 +46,8 @@ from abrunner.report import compare, decisions, decode_share, notes, rejections
 from abrunner.report.tables import markdown_table, tables, write
 from abrunner.results import CaseResult, Report
 from loadgen import replay
-from schemas.errors import ConfigError
+from localkafka.topics import CONNECT_TIMEOUT_S, TopicAdmin
+from schemas.errors import ConfigError, LocalKafkaError
 from service.kafka.broker_record import DEFAULT_DATA_DIR
 from service.kafka.security_check import AccessRefused, check_access
 from service.settings.cli_flags import KAFKA_FLAGS, Flag, add_flags
@@ -240,12 +241,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (problem := _disk(plan, bootstrap, settings.bootstrap_given)) is not None:
         print(f"codec-ab: {problem}", file=sys.stderr)
         return 2
-    if bootstrap is not None:  # a refused login or certificate: one line, now
+    if bootstrap is not None:  # refused, mismatched or nobody there: one line, now
         try:
-            check_access(runner.Broker.of(bootstrap, settings.kafka).conf)
-        except AccessRefused as exc:
+            _check_cluster(runner.Broker.of(bootstrap, settings.kafka).conf)
+        except (AccessRefused, LocalKafkaError) as exc:
             print(f"codec-ab: error: {exc}", file=sys.stderr)
             return 1
+        except ConfigError as exc:
+            print(exc, file=sys.stderr)
+            return 2
     try:
         with _interrupts():
             report = runner.run(plan, bootstrap, console, settings.kafka)
@@ -290,6 +294,18 @@ def _gate(
         settings.gate_figures,
         sys.stdout,
     )
+
+
+def _check_cluster(conf: dict[str, Any]) -> None:
+    """Before any case: the cluster accepts this client and a broker answers.
+
+    Raises:
+        AccessRefused: the cluster refused the client's security settings.
+        LocalKafkaError: no broker answered within `CONNECT_TIMEOUT_S`.
+        ConfigError: a key or keystore the client cannot open.
+    """
+    check_access(conf)
+    TopicAdmin(conf, connect_timeout=CONNECT_TIMEOUT_S, silent=True)
 
 
 def _failed(result: CaseResult) -> bool:

@@ -33,6 +33,7 @@ from loadgen.schedule import build_schedule, plan
 from loadgen.source import Source, synthetic_source
 from schemas.errors import ConfigError, LoadgenError
 from service.kafka.admin_topics import CONNECT_TIMEOUT_S, TopicAdmin, ensure_topics
+from service.kafka.connection import client_error
 from service.kafka.security_check import check_access
 from service.telemetry.log_setup import cannot_reach, configure_logging
 
@@ -58,10 +59,7 @@ def topic_partitions(s: LoadgenSettings) -> int:
     try:
         admin = TopicAdmin(conf)
     except KafkaException as exc:
-        msg = exc.args[0].str() if exc.args else exc
-        raise ConfigError(
-            f"config error: librdkafka refused a setting: {msg}"
-        ) from None
+        raise ConfigError(f"config error: {client_error(exc, conf)}") from None
     check_access(conf, refused=LoadgenError)
     try:
         counts = ensure_topics(

@@ -41,7 +41,8 @@ from confluent_kafka import (
 from loadgen.config import LoadgenSettings
 from schemas.errors import ConfigError, LoadgenError, RecordingError
 from service import __version__
-from service.kafka.admin_topics import CONNECT_TIMEOUT_S, TopicAdmin, kafka_error_text
+from service.kafka.admin_topics import CONNECT_TIMEOUT_S, TopicAdmin
+from service.kafka.connection import client_error
 from service.kafka.security_check import check_access
 from service.telemetry.log_setup import cannot_reach, kafka_logger
 
@@ -199,9 +200,7 @@ def _source_partitions(s: LoadgenSettings) -> int:
     try:
         admin = TopicAdmin(conf | {"client.id": s.client_id, "logger": kafka_logger()})
     except KafkaException as exc:
-        raise ConfigError(
-            f"config error: librdkafka refused a setting: {kafka_error_text(exc)}"
-        ) from None
+        raise ConfigError(f"config error: {client_error(exc, conf)}") from None
     check_access(conf, refused=LoadgenError)
     try:
         partitions = admin.partitions(s.topic, METADATA_TIMEOUT_S)

@@ -330,7 +330,11 @@ def _topics(args: argparse.Namespace) -> int:
         print(json.dumps({"kafka": kafka.masked()}, indent=2))
         return 0
     conf = kafka.librdkafka(plaintext_secrets=True)
-    check_access(conf, refused=LocalKafkaError)  # a refused login: one line, now
+    try:
+        check_access(conf, refused=LocalKafkaError)  # a refused login: one line, now
+    except ConfigError as exc:  # a key or keystore the client cannot open
+        print(exc, file=sys.stderr)
+        return 2
     admin = TopicAdmin(conf, connect_timeout=CONNECT_TIMEOUT_S, silent=True)
     if args.action == "list":
         for name in admin.names(internal=args.internal):

@@ -94,7 +94,8 @@ class TopicAdmin(topics.TopicAdmin):
             if reason is not None:
                 raise LocalKafkaError(
                     f"no Kafka broker answers at {self.bootstrap} within "
-                    f"{connect_timeout:g} s ({reason})"
+                    f"{connect_timeout:g} s ({reason}): check --bootstrap-servers "
+                    "or KAFKA_BOOTSTRAP_SERVERS, and that the brokers run"
                 )
 
     def create(

@@ -146,8 +146,10 @@ def _run_all(
             try:
                 result = run_case(bootstrap, case, plan, note)
             except Exception as exc:  # one failed case must not lose the others
-                error = f"{type(exc).__name__}: {exc}"
+                error = f"{type(exc).__name__}: {str(exc) or 'no reason given'}"
                 console.print(f"{case.name}: FAILED: {error}")
+                with _logs(plan, case)[0].open("a") as log:
+                    log.write(f"codec-ab: case {case.name} failed: {error}\n")
                 result = CaseResult(
                     codec=case.codec,
                     profile=case.profile.label,
@@ -161,7 +163,7 @@ def _run_all(
 
 
 def _logs(plan: Plan, case: Case) -> tuple[Path, Path]:
-    """The case's worker log and load generator log (kept after the run)."""
+    """The case's worker log (and a failed case's reason) and load generator log."""
     logs = plan.out_dir / "logs"
     return logs / f"{case.tag}.log", logs / f"{case.tag}-loadgen.log"
 

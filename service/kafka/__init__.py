@@ -4,6 +4,7 @@
 | --- | --- |
 | `connection` | `[kafka]` fields, secrets and their librdkafka mapping |
 | `security_check` | whether the cluster accepts this client's security settings, asked once |
+| `listener` | what a listener speaks (TLS? SASL?), asked when a connection is dropped |
 | `admin_topics` | topics through one AdminClient: exists, create, delete, list |
 | `broker_record` | where `codec-kafka start` records the local broker, read by every tool |
 | `headers` | the message headers of DESIGN.md (`x-seq`, `x-sent-ns`, ...) |

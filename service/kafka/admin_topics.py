@@ -168,7 +168,12 @@ class TopicAdmin:
         futures = self._admin.create_topics(
             [topic], request_timeout=timeout, operation_timeout=timeout
         )
-        created = _succeeded(futures[name], timeout, KafkaError.TOPIC_ALREADY_EXISTS)
+        created = self._answer(
+            f"create topic {name!r}",
+            futures[name],
+            timeout,
+            KafkaError.TOPIC_ALREADY_EXISTS,
+        )
 
         def led(meta: Any) -> bool:
             if meta is None or meta.error is not None or not meta.partitions:
@@ -193,7 +198,12 @@ class TopicAdmin:
         futures = self._admin.delete_topics(
             [name], request_timeout=timeout, operation_timeout=timeout
         )
-        deleted = _succeeded(futures[name], timeout, KafkaError.UNKNOWN_TOPIC_OR_PART)
+        deleted = self._answer(
+            f"delete topic {name!r}",
+            futures[name],
+            timeout,
+            KafkaError.UNKNOWN_TOPIC_OR_PART,
+        )
         self._wait(name, timeout, lambda meta: meta is None or meta.error is not None)
         return deleted
 
@@ -206,6 +216,21 @@ class TopicAdmin:
         """
         meta = self._admin.list_topics(timeout=_METADATA_TIMEOUT_S)
         return sorted(n for n in meta.topics if internal or not n.startswith("__"))
+
+    def _answer(
+        self, what: str, future: Future[Any], timeout: float, harmless: int
+    ) -> bool:
+        """`_succeeded`, with a timeout that says what was asked of whom and why
+        no answer came (the future's own TimeoutError says nothing)."""
+        try:
+            return _succeeded(future, timeout, harmless)
+        except TimeoutError:
+            self._admin.poll(0)  # serve the error callback: the last error
+            why = f": {self.last_error}" if self.last_error else ""
+            raise TimeoutError(
+                f"no answer from Kafka at {self.bootstrap} to {what} within "
+                f"{timeout:g} s{why}"
+            ) from None
 
     def _wait(self, name: str, timeout: float, done: Callable[[Any], bool]) -> None:
         deadline = time.monotonic() + timeout

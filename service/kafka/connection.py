@@ -122,13 +122,57 @@ def check_client_config(
     try:
         client: Any = Consumer(probe) if kind == "consumer" else Producer(probe)
     except KafkaException as exc:
-        text = exc.args[0].str()
-        named = re.search(r'"([a-z0-9._]+)"', text)
-        if named and named[1] in conf and not is_secret_key(named[1]):
-            text += f": {conf[named[1]]!r}"
-        raise ValueError(f"kafka: {text} (check -X and [kafka] extra)") from None
+        raise ValueError(client_error(exc, conf)) from None
     if kind == "consumer":
         client.close()
+
+
+_UNREADABLE: Final = {
+    "ssl.key.location": (
+        "ssl_key_location",
+        "the private key cannot be read: a wrong or missing ssl_key_password "
+        "(KAFKA_SSL_KEY_PASSWORD) if the key is encrypted, else not a PEM key",
+    ),
+    "ssl.keystore.location": (
+        "ssl_keystore_location",
+        "the keystore cannot be opened: a wrong or missing ssl_keystore_password "
+        "(KAFKA_SSL_KEYSTORE_PASSWORD), else not a PKCS#12 file",
+    ),
+    "ssl.certificate.location": (
+        "ssl_certificate_location",
+        "the client certificate cannot be read (a PEM certificate?)",
+    ),
+    "ssl.ca.location": (
+        "ssl_ca_location",
+        "the CA certificates cannot be read (a PEM file or a directory?)",
+    ),
+}
+"""librdkafka's "<key> failed: <OpenSSL's error>" (or "Failed to parse <key> ...") at
+a client's creation, per key: the field to check and the likely cause (OpenSSL says
+"PEM lib" for a wrong key passphrase, "mac verify failure" for a wrong PKCS#12
+password)."""
+
+
+def client_error(exc: Exception, conf: Mapping[str, Any]) -> str:
+    """One line for a client librdkafka would not create from `conf`: the
+    `[kafka]` field and value to check when it names one, never a secret.
+
+    Args:
+        exc: the KafkaException of the client's constructor.
+        conf: the settings it was given.
+    """
+    error = exc.args[0] if exc.args else exc
+    text = error.str() if hasattr(error, "str") else str(error)
+    for key, (field, cause) in _UNREADABLE.items():
+        if re.search(
+            rf"{re.escape(key)} failed|Failed to parse {re.escape(key)}", text
+        ):
+            detail = text[text.find("error:") :] if "error:" in text else text
+            return f"kafka: {field} = {conf.get(key)!r}: {cause} (OpenSSL: {detail})"
+    named = re.search(r'"([a-z0-9._]+)"', text)
+    if named and named[1] in conf and not is_secret_key(named[1]):
+        text += f": {conf[named[1]]!r}"
+    return f"kafka: {text} (check -X and [kafka] extra)"
 
 
 _PROBE_SKIPS: Final = frozenset(

@@ -2,11 +2,14 @@
 
 librdkafka treats a refused login or TLS handshake like a lost connection: it retries
 for ever, reports `_ALL_BROKERS_DOWN` and logs a line per attempt. A wrong password,
-an untrusted CA or a plaintext client on a TLS port never heals by retrying, so every
-tool asks first (`check_access`): one client connects, and a refusal becomes one line
-naming the broker, the protocol and mechanism and the cause (`AccessRefused`, exit
-status 1 in every tool). A broker that does not answer at all is left to each tool's
-own "cannot reach Kafka" handling.
+an untrusted CA or a client of another security protocol than the listener's never
+heals by retrying, so every tool asks first (`check_access`): one client connects, and
+a refusal becomes one line naming the broker, the protocol and mechanism and the cause
+(`AccessRefused`, exit status 1 in every tool). A connection dropped after TCP
+connected has the listener asked what it speaks (`service.kafka.listener`): a TLS
+client on a SASL_SSL or plaintext port is named so, with the `security_protocol` to
+set. A broker that does not answer at all is left to each tool's own "cannot reach
+Kafka" handling; a key or keystore the client cannot open is a `ConfigError`.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ from typing import Any, Final
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from schemas.errors import ConfigError
+from service.kafka.connection import client_error
+from service.kafka.listener import Listener, identify
+
 CHECK_S: Final = 5.0
 """How long the check waits for a verdict (a refusal comes within milliseconds)."""
 _REPEATS: Final = 2
@@ -33,6 +40,8 @@ _CLOSED_AT_FIRST: Final = re.compile(
 _ALERT: Final = re.compile(r"alert ([a-z ]+?)(:|$| \()")
 _OFFERED: Final = re.compile(r"supported mechanisms: ([A-Z0-9_, -]+)")
 _NO_LISTENER: Final = ("Connection refused", "Name or service not known")
+_TROUBLE: Final = re.compile(r"Disconnected|handshake failed|closed by peer")
+"""librdkafka's lines of a connection dropped after TCP connected."""
 
 
 class AccessRefused(Exception):
@@ -62,10 +71,12 @@ def check_access(
     unreachable handling takes over), or after `timeout` seconds without a verdict.
 
     Raises:
-        AccessRefused: (or `refused`, the caller's own error type) one line: the broker, the protocol, mechanism and user, and
-            the cause (wrong credentials, mechanism not offered, untrusted or
-            mismatched certificate, a client certificate refused, a plaintext client
-            on a TLS or SASL listener).
+        AccessRefused: (or `refused`, the caller's own error type) one line: the
+            broker, the protocol, mechanism and user, and the cause (wrong
+            credentials, mechanism not offered, untrusted or mismatched certificate,
+            a client certificate refused, a listener of another security protocol).
+        ConfigError: librdkafka cannot open the client's key or keystore (a wrong
+            or missing password), before any connection.
     """
     errors: list[KafkaError] = []
     seen = _Seen()
@@ -75,8 +86,12 @@ def check_access(
     logger.setLevel(logging.DEBUG)
     probe = {k: v for k, v in conf.items() if k not in ("error_cb", "logger")}
     hooks: dict[str, Any] = {"error_cb": errors.append, "logger": logger}
-    admin = AdminClient({**probe, **hooks, "log_level": 6})
+    try:
+        admin = AdminClient({**probe, **hooks, "log_level": 6})
+    except KafkaException as exc:  # a key or keystore it cannot open: no network yet
+        raise ConfigError(f"config error: {client_error(exc, conf)}") from None
     deadline = time.monotonic() + timeout
+    listener: Listener | None = None
     while time.monotonic() < deadline:
         try:
             admin.list_topics(timeout=0.5)
@@ -84,10 +99,13 @@ def check_access(
         except KafkaException:
             pass
         admin.poll(0.1)
-        cause = _cause(errors, seen.lines, conf)
+        nobody = _no_listener(errors)
+        if listener is None and not nobody and _trouble(errors, seen.lines):
+            listener = identify(*_first_host(conf)) or Listener(None, None)
+        cause = _cause(errors, seen.lines, conf, listener)
         if cause is not None:
             raise refused(_line(conf, cause))
-        if _no_listener(errors):
+        if nobody:
             return
 
 
@@ -95,14 +113,33 @@ def _no_listener(errors: list[KafkaError]) -> bool:
     return any(any(n in e.str() for n in _NO_LISTENER) for e in errors)
 
 
+def _trouble(errors: list[KafkaError], lines: list[str]) -> bool:
+    """Whether a connection failed past TCP: the listener may speak another protocol."""
+    return bool(errors) or any(_TROUBLE.search(line) for line in lines)
+
+
 def _cause(
-    errors: list[KafkaError], lines: list[str], conf: Mapping[str, Any]
+    errors: list[KafkaError],
+    lines: list[str],
+    conf: Mapping[str, Any],
+    listener: Listener | None = None,
 ) -> str | None:
-    """The cause of a refusal among the errors and log lines so far, if any."""
+    """The cause of a refusal among the errors and log lines so far, if any.
+
+    Args:
+        errors: the check client's errors (`error_cb`).
+        lines: its log lines.
+        conf: its settings.
+        listener: what the first bootstrap broker's listener speaks, once asked.
+    """
+    protocol = str(conf.get("security.protocol", "PLAINTEXT")).upper()
+    for err in errors:
+        if err.code() == KafkaError._AUTHENTICATION:
+            return _authentication(err.str(), conf)
+    if listener is not None and listener.mismatch(protocol):
+        return _mismatch(protocol, listener)
     for err in errors:
         text, code = err.str(), err.code()
-        if code == KafkaError._AUTHENTICATION:
-            return _authentication(text, conf)
         if code == KafkaError._SSL or "certificate verify failed" in text:
             return _tls(text, conf)
         if (alert := _ALERT.search(text)) is not None:
@@ -118,13 +155,30 @@ def _cause(
         if _CLOSED_AT_FIRST.search(line)
     ]
     if len(closed) >= _REPEATS:
-        protocol = str(conf.get("security.protocol", "PLAINTEXT")).upper()
         return (
             "the broker closes the connection at the first request: its listener "
             f"expects another security protocol than {protocol} (TLS or SASL?); "
             "check security_protocol"
         )
     return None
+
+
+def _mismatch(protocol: str, listener: Listener) -> str:
+    """The line for a listener that speaks another security protocol than ours."""
+    speaks = listener.protocol
+    if listener.mechanisms:
+        speaks += f" with SASL mechanisms {', '.join(listener.mechanisms)}"
+    fix = f"set security_protocol = {listener.protocol!r}"
+    if listener.sasl is None:
+        fix = "check security_protocol"
+    elif listener.sasl and not protocol.startswith("SASL"):
+        fix += " and sasl_mechanism, sasl_username, sasl_password"
+    elif listener.tls and not protocol.endswith("SSL"):
+        fix += " (and ssl_ca_location if its CA is not a system one)"
+    return (
+        f"its listener expects another security protocol than {protocol}: it "
+        f"speaks {speaks}; {fix}"
+    )
 
 
 def _authentication(text: str, conf: Mapping[str, Any]) -> str:

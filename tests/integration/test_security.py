@@ -17,6 +17,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -25,6 +26,7 @@ import localkafka.cli
 from abrunner.report.tables import read
 from localkafka import LocalKafka
 from service.kafka.connection import KafkaConnection
+from service.lifecycle.child_processes import free_port
 from tests.support import WorkerProcess, consume_all, produce
 
 REPO = Path(__file__).resolve().parents[2]
@@ -351,48 +353,79 @@ def _expired_keystore(kafka: LocalKafka) -> str:
     return str(store)
 
 
-# case: (broker, settings over its client.toml (None: no client.toml), address
-# override, what the line says)
-BAD: dict[str, tuple[str, dict[str, str] | None, str | None, str]] = {
-    "wrong password": (
+class Bad(NamedTuple):
+    """A client the broker of `mode` refuses: `env` over its client.toml (or
+    alone, without `config`), at `host` instead of 127.0.0.1, and what the line
+    must say."""
+
+    mode: str
+    config: bool
+    env: dict[str, str]
+    host: str | None
+    cause: str
+
+
+MISMATCH = "expects another security protocol than"
+BAD: dict[str, Bad] = {
+    "wrong password": Bad(
         "sasl_ssl",
+        True,
         {"KAFKA_SASL_PASSWORD": SENTINEL},
         None,
         "unknown user or wrong password",
     ),
-    "unknown user": (
+    "unknown user": Bad(
         "sasl_ssl",
+        True,
         {"KAFKA_SASL_USERNAME": "nobody"},
         None,
         "unknown user or wrong password",
     ),
-    "wrong mechanism": (
+    "wrong mechanism": Bad(
         "sasl_ssl",
+        True,
         {"KAFKA_SASL_MECHANISM": "PLAIN"},
         None,
         "does not offer SASL mechanism PLAIN (it offers SCRAM-SHA-512)",
     ),
-    "untrusted CA": (
+    "untrusted CA": Bad(
+        "sasl_ssl", True, {"KAFKA_SSL_CA_LOCATION": "OTHER_CA"}, None, "not trusted"
+    ),
+    "hostname mismatch": Bad("sasl_ssl", True, {}, "localhost", "hostname mismatch"),
+    "plaintext on a SASL_SSL port": Bad(
+        "sasl_ssl", False, {}, None, f"{MISMATCH} PLAINTEXT"
+    ),
+    "plaintext on a TLS port": Bad("mtls", False, {}, None, f"{MISMATCH} PLAINTEXT"),
+    "TLS without SASL on a SASL_SSL port": Bad(
         "sasl_ssl",
-        {"KAFKA_SSL_CA_LOCATION": "OTHER_CA"},
+        False,
+        {"KAFKA_SECURITY_PROTOCOL": "SSL", "KAFKA_SSL_CA_LOCATION": "OWN_CA"},
         None,
-        "not trusted",
+        f"{MISMATCH} SSL: it speaks SASL_SSL with SASL mechanisms SCRAM-SHA-512; "
+        "set security_protocol = 'SASL_SSL' and sasl_mechanism",
     ),
-    "hostname mismatch": ("sasl_ssl", {}, "localhost", "hostname mismatch"),
-    "plaintext on a SASL_SSL port": (
-        "sasl_ssl",
+    "TLS on a PLAINTEXT port": Bad(
+        "plaintext",
+        False,
+        {"KAFKA_SECURITY_PROTOCOL": "SSL"},
         None,
-        None,
-        "expects another security protocol than PLAINTEXT",
+        f"{MISMATCH} SSL: it speaks PLAINTEXT; set security_protocol = 'PLAINTEXT'",
     ),
-    "plaintext on a TLS port": (
+    "SASL_SSL on a PLAINTEXT port": Bad(
+        "plaintext",
+        False,
+        {
+            "KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+            "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+            "KAFKA_SASL_USERNAME": "codec-ab",
+            "KAFKA_SASL_PASSWORD": SENTINEL,
+        },
+        None,
+        f"{MISMATCH} SASL_SSL: it speaks PLAINTEXT; set security_protocol",
+    ),
+    "expired client certificate": Bad(
         "mtls",
-        None,
-        None,
-        "expects another security protocol than PLAINTEXT",
-    ),
-    "expired client certificate": (
-        "mtls",
+        True,
         {"KAFKA_SSL_KEYSTORE_LOCATION": "EXPIRED"},
         None,
         "refused this client's TLS handshake",
@@ -431,51 +464,152 @@ def _tools(topic: str, out: Path) -> dict[str, list[str]]:
     }
 
 
-@pytest.mark.parametrize("case", BAD)
-def test_a_refused_client_ends_in_one_line(
-    case: str, request: pytest.FixtureRequest, tmp_path: Path
-) -> None:
-    """Every tool: exit 1 with one line naming the broker, the protocol (and
-    mechanism) and the cause; no traceback, no librdkafka lines, no secret."""
-    mode, settings, host, cause = BAD[case]
+def _broker(mode: str, request: pytest.FixtureRequest) -> tuple[str, LocalKafka | None]:
+    """The address of the session's broker of `mode`, and its LocalKafka (None for
+    the plaintext one, which may be an external broker)."""
+    if mode == "plaintext":
+        return str(request.getfixturevalue("kafka_bootstrap")), None
     kafka = request.getfixturevalue(f"{mode}_kafka")
-    other = request.getfixturevalue(
-        "mtls_kafka" if mode == "sasl_ssl" else "sasl_ssl_kafka"
-    )
-    env = dict(settings or {})
-    for key, value in env.items():
-        if value == "OTHER_CA":
-            env[key] = str(other.material.ca_pem)
-        elif value == "EXPIRED":
-            env[key] = _expired_keystore(kafka)
-    address = kafka.bootstrap_servers
-    if host is not None:
-        address = address.replace("127.0.0.1", host)
+    assert isinstance(kafka, LocalKafka)
+    return kafka.bootstrap_servers, kafka
+
+
+def _run_tools(
+    tools: dict[str, list[str]],
+    address: str,
+    config: list[str],
+    env: dict[str, str],
+    topics_env: dict[str, str],
+) -> dict[str, tuple[subprocess.CompletedProcess[str], float]]:
+    """Every tool at `address`, side by side; each one's result and seconds."""
     where = ["--bootstrap-servers", address]
-    config = [] if settings is None else ["--config", _client_file(kafka)]
-    tools = _tools(f"refused-{uuid.uuid4().hex[:6]}", tmp_path)
 
     def run(name: str) -> tuple[subprocess.CompletedProcess[str], float]:
         started = time.monotonic()
         argv = tools[name]
         if name == "codec-kafka topics":  # no --config: the client.toml as KAFKA_*
-            given = {} if settings is None else _as_env(kafka)
-            done = tool(*argv, *where, timeout=30, env=given | env)
+            done = tool(*argv, *where, timeout=30, env=topics_env | env)
         else:
             done = tool(*argv, *config, *where, timeout=30, env=env)
         return done, time.monotonic() - started
 
-    with ThreadPoolExecutor(len(tools)) as pool:  # the tools side by side
-        runs = dict(zip(tools, pool.map(run, tools), strict=True))
+    with ThreadPoolExecutor(len(tools)) as pool:
+        return dict(zip(tools, pool.map(run, tools), strict=True))
+
+
+def _one_line(name: str, done: subprocess.CompletedProcess[str], status: int) -> str:
+    """The one line a tool ended with (asserting the exit status and no other)."""
+    assert done.returncode == status, (name, done.stdout[-1500:], done.stderr[-1500:])
+    text = done.stdout + done.stderr
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert len(lines) == 1, (name, lines[:6])
+    assert SENTINEL not in text and "Traceback" not in text
+    return lines[0]
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_a_refused_client_ends_in_one_line(
+    case: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Every tool: exit 1 within seconds with one line naming the broker, the
+    protocol (and mechanism) and the cause, and for a listener that speaks another
+    security protocol, the setting to change; no traceback, no librdkafka lines,
+    no secret."""
+    bad = BAD[case]
+    address, kafka = _broker(bad.mode, request)
+    env = dict(bad.env)
+    for key, value in env.items():
+        if value == "OTHER_CA":
+            other = request.getfixturevalue(
+                "mtls_kafka" if bad.mode == "sasl_ssl" else "sasl_ssl_kafka"
+            )
+            env[key] = str(other.material.ca_pem)
+        elif value == "OWN_CA":
+            assert kafka is not None and kafka.material is not None
+            env[key] = str(kafka.material.ca_pem)
+        elif value == "EXPIRED":
+            assert kafka is not None
+            env[key] = _expired_keystore(kafka)
+    if bad.host is not None:
+        address = address.replace("127.0.0.1", bad.host)
+    config = ["--config", _client_file(kafka)] if bad.config and kafka else []
+    given = _as_env(kafka) if bad.config and kafka else {}
+    tools = _tools(f"refused-{uuid.uuid4().hex[:6]}", tmp_path)
+    runs = _run_tools(tools, address, config, env, given)
     for name, (done, took) in runs.items():
         print(f"{case}: {name}: exit {done.returncode} after {took:.1f} s")
-        assert done.returncode == 1, (name, done.stdout[-1500:], done.stderr[-1500:])
-        text = done.stdout + done.stderr
-        lines = [line for line in text.splitlines() if line.strip()]
-        assert len(lines) == 1, (name, lines[:6])
-        (line,) = lines
+        line = _one_line(name, done, 1)
         assert f"Kafka at {address} refused this client (" in line, (name, line)
-        assert cause in line, (name, line)
-        if mode == "sasl_ssl" and settings is not None:
+        assert bad.cause in line, (name, line)
+        if MISMATCH in bad.cause:
+            assert "security_protocol" in line, (name, line)
+        if bad.mode == "sasl_ssl" and bad.config:
             assert "SASL_SSL, SCRAM-SHA-512" in line or "SASL_SSL, PLAIN" in line
-        assert SENTINEL not in text and "Traceback" not in text
+
+
+def test_nothing_listening_ends_in_one_line(tmp_path: Path) -> None:
+    """Every tool but the worker (a service waits for its brokers, one line every
+    30 s: tests/integration/test_worker.py) ends with exit 1 in one line naming
+    the refused connection and the setting to check."""
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    tools = _tools("nowhere", tmp_path)
+    del tools["codec-worker"]
+    runs = _run_tools(tools, address, [], {}, {})
+    for name, (done, took) in runs.items():
+        print(f"nothing listening: {name}: exit {done.returncode} after {took:.1f} s")
+        line = _one_line(name, done, 1)
+        assert address in line and "Connection refused" in line, (name, line)
+        assert "check --bootstrap-servers" in line, (name, line)
+
+
+def _pem_client(kafka: LocalKafka, tmp_path: Path, password: str) -> dict[str, str]:
+    """The mTLS broker's client certificate as PEM files, the key encrypted with
+    `password`: the KAFKA_* settings of a PEM client (no key password given)."""
+    assert kafka.material is not None
+    store, env = kafka.material.client_p12(), {**os.environ}
+    env |= {"IN_PASS": kafka.material.password, "OUT_PASS": password}
+    cert, key = tmp_path / "client.pem", tmp_path / "client.key"
+    common = ["openssl", "pkcs12", "-in", str(store), "-passin", "env:IN_PASS"]
+    for args in (
+        ["-clcerts", "-nokeys", "-out", str(cert)],
+        ["-nocerts", "-out", str(key), "-passout", "env:OUT_PASS"],
+    ):
+        subprocess.run([*common, *args], check=True, env=env, capture_output=True)
+    return {
+        "KAFKA_SECURITY_PROTOCOL": "SSL",
+        "KAFKA_SSL_CA_LOCATION": str(kafka.material.ca_pem),
+        "KAFKA_SSL_CERTIFICATE_LOCATION": str(cert),
+        "KAFKA_SSL_KEY_LOCATION": str(key),
+    }
+
+
+@pytest.mark.parametrize("case", ["wrong key password", "no key password", "keystore"])
+def test_a_wrong_key_password_names_its_setting(
+    case: str, mtls_kafka: LocalKafka, tmp_path: Path
+) -> None:
+    """A key or keystore the client cannot open: every tool exits 2 (a bad setting,
+    found before Kafka is contacted) in one line naming the password setting."""
+    address = mtls_kafka.bootstrap_servers
+    pem = _pem_client(mtls_kafka, tmp_path, "the-right-one")
+    if case == "keystore":
+        config, given = ["--config", _client_file(mtls_kafka)], _as_env(mtls_kafka)
+        env, setting = (
+            {"KAFKA_SSL_KEYSTORE_PASSWORD": SENTINEL},
+            "ssl_keystore_password",
+        )
+    else:
+        config, given, env, setting = [], {}, dict(pem), "ssl_key_password"
+        if case == "wrong key password":
+            env["KAFKA_SSL_KEY_PASSWORD"] = SENTINEL
+    # The PEM client with its right password is let in: the password is the cause.
+    right = tool(
+        "localkafka",
+        *("topics", "list", "--bootstrap-servers", address),
+        env=pem | {"KAFKA_SSL_KEY_PASSWORD": "the-right-one"},
+    )
+    assert right.returncode == 0, right.stderr
+    runs = _run_tools(_tools("pw", tmp_path), address, config, env, given)
+    for name, (done, took) in runs.items():
+        print(f"{case}: {name}: exit {done.returncode} after {took:.1f} s")
+        line = _one_line(name, done, 2)
+        assert f"{setting} (KAFKA_{setting.upper()})" in line, (name, line)

@@ -19,6 +19,7 @@ from abrunner.report.tables import markdown_table, read, tables
 from abrunner.results import CaseResult
 from schemas.errors import RunnerError
 from service.kafka.connection import KafkaConnection
+from service.lifecycle.child_processes import free_port
 from tests.unit.test_ab_report import report
 
 RECORDED = "127.0.0.1:1"
@@ -38,6 +39,7 @@ def no_broker(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
     monkeypatch.setattr("abrunner.config.recorded_local_broker", lambda: RECORDED)
     monkeypatch.setattr(runner, "LocalKafka", NoLocalKafka)
+    monkeypatch.setattr(cli, "_check_cluster", lambda conf: None)  # nothing there
 
 
 def finished(bootstrap: str, case: Case, plan: Plan, note: Any) -> CaseResult:
@@ -284,3 +286,41 @@ class TestRejectedAll:
             "protobuf": "ok",
         }
         assert f"DEAD-LETTERED ALL: {self.WHY[:60]}" in capsys.readouterr().out
+
+
+class TestFailedCase:
+    """A case that failed keeps a reason and a log, even one that failed before
+    any process of its own started (a topic it could not create)."""
+
+    def test_reason_and_log(
+        self,
+        no_broker: None,
+        monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        def silent(bootstrap: str, case: Case, plan: Plan, note: Any) -> CaseResult:
+            raise TimeoutError  # as a future's result() raises it: no message
+
+        monkeypatch.setattr(runner, "run_case", silent)
+        argv = ["--codecs", "msgspec-json", "--no-bench", "--out", str(tmp_path)]
+        assert cli.main(argv) == 1
+        (result,) = read(tmp_path / "report.json").results
+        assert result.error == "TimeoutError: no reason given"
+        (log,) = result.logs
+        assert Path(log).read_text().endswith(f"failed: {result.error}\n")
+        assert "FAILED: TimeoutError: no reason given" in capsys.readouterr().err
+
+
+def test_nothing_listening_ends_before_any_case(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--bootstrap-servers` where nothing listens: one line, exit 1, no case run."""
+    monkeypatch.setattr(runner, "run", lambda *a: pytest.fail("ran"))
+    address = f"127.0.0.1:{free_port()}"
+    argv = ["--codecs", "msgspec-json", "--no-bench", "--out", str(tmp_path / "ab")]
+    assert cli.main([*argv, "--bootstrap-servers", address]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, err
+    assert err.startswith(f"codec-ab: error: no Kafka broker answers at {address}")
+    assert "Connection refused" in err and "check --bootstrap-servers" in err
