@@ -440,13 +440,21 @@ class TestMapKeys:
     """dict with non-string keys where a format can carry them: Cap'n Proto's
     entries hold any scalar key, Avro's text keys an enum or Literal too."""
 
-    @pytest.mark.parametrize(
-        "key", [uuid.UUID, datetime.date, datetime.datetime, decimal.Decimal, float]
-    )
+    @pytest.mark.parametrize("key", [uuid.UUID, datetime.date, decimal.Decimal, float])
     def test_capnp_carries_scalar_keys(self, key: Any) -> None:
         schema = from_class(model("Keyed", m=(dict[key, int], ...)), "m:Keyed")
         assert codec_refusal("capnp", schema) is None
         assert run_check(schema, count=30, codecs=["json+pydantic", "capnp"]).ok
+
+    def test_capnp_datetime_keys_are_checked_at_their_edges(self) -> None:
+        """A plain datetime key is carried, but check's edge values (naive keys,
+        offsets) come back changed: a finding at the field, never a silent pass."""
+        schema = from_class(
+            model("Keyed", m=(dict[datetime.datetime, int], ...)), "m:Keyed"
+        )
+        assert codec_refusal("capnp", schema) is None
+        report = run_check(schema, count=30, codecs=["json+pydantic", "capnp"])
+        assert set(report.findings) == {("capnp", "Keyed.m")}
 
     def test_avro_carries_enum_keys(self) -> None:
         m = model(
@@ -468,7 +476,8 @@ class TestMapKeys:
             codec_refusal("protobuf", schema) or ""
         )
         codecs = ["json+pydantic", "msgspec-json", "capnp"]
-        assert run_check(schema, count=20, codecs=codecs).ok
+        report = run_check(schema, count=20, codecs=codecs)
+        assert set(report.findings) == {("capnp", "When.m")}  # the keys' edges
 
 
 def report_lines(schema: Any, codec: str) -> list[str]:
