@@ -11,7 +11,6 @@ requests with "Handle is terminating".
 from __future__ import annotations
 
 import contextlib
-import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -27,6 +26,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, not
 from confluent_kafka.cimpl import NewTopic
 
 from schemas.errors import ConfigError
+from service.kafka.topic_hint import missing_topics_text
 from service.telemetry.log_setup import KafkaErrors
 
 log = structlog.get_logger(__name__)
@@ -326,7 +326,7 @@ def ensure_topics(
     if missing and not create:
         where = ["--bootstrap-servers", admin.bootstrap] if connect is None else connect
         raise ConfigError(
-            _missing_text(admin.bootstrap, missing, roles, partitions, where)
+            missing_topics_text(admin.bootstrap, missing, roles, partitions, where)
         )
     counts = {name: count for name, count in found.items() if count is not None}
     for name in missing:
@@ -341,29 +341,6 @@ def ensure_topics(
         if made:
             log.info("topic_created", topic=name, partitions=counts[name])
     return counts
-
-
-def _missing_text(
-    bootstrap: str,
-    missing: list[str],
-    roles: Mapping[str, str],
-    partitions: int,
-    connect: Sequence[str],
-) -> str:
-    """One line: the missing topics, what each is for, and the two ways to fix it
-    (the command with the tool's own connection arguments, quoted for a shell)."""
-    named = ", ".join(f"{name!r} ({roles[name]})" for name in missing)
-    them = "it" if len(missing) == 1 else "them"
-    command = shlex.join(
-        [
-            *("codec-kafka", "topics", "create", *missing),
-            *("--partitions", str(partitions), *connect),
-        ]
-    )
-    return (
-        f"config error: no topic {named} on {bootstrap}: create {them} with "
-        f"`{command}`, or start with --create-topics"
-    )
 
 
 PROBE_S: Final = 1.0
