@@ -39,7 +39,7 @@ lint: setup  ## ruff format --check and ruff check
 	$(VENV)/bin/ruff check .
 
 typecheck: setup  ## mypy --strict
-	$(VENV)/bin/mypy schemas codec service loadgen abrunner localkafka codecbench schematool tests
+	$(VENV)/bin/mypy schemas codec service loadgen abrunner localkafka codecbench schematool tests scripts/docs_reference.py
 
 test-unit: setup  ## Unit tests (no network)
 	$(PY) -m pytest tests/unit
@@ -99,6 +99,15 @@ fuzz: setup  ## Coverage-guided fuzzing (atheris) of each codec's decode path, 6
 bench-loadgen: setup  ## Load generator: one-process maximum, then 60 s at 40k msg/s beside a worker
 	$(PY) -m tests.perf.bench_loadgen
 
+DOCS_ENV := DISABLE_MKDOCS_2_WARNING=true NO_MKDOCS_2_WARNING=1
+
+docs: setup  ## Build the docs site strictly, then serve it on 127.0.0.1:8000 (Ctrl-C stops)
+	$(DOCS_ENV) $(VENV)/bin/mkdocs build --strict
+	$(DOCS_ENV) $(VENV)/bin/mkdocs serve --strict --dev-addr 127.0.0.1:8000
+
+docs-build: setup  ## Build the docs site strictly into site/ (broken links and anchors fail)
+	$(DOCS_ENV) $(VENV)/bin/mkdocs build --strict
+
 kafka-start: setup  ## Start the local KRaft broker in the background (prints its address)
 	$(PY) -m localkafka start
 
@@ -114,4 +123,4 @@ down:  ## Stop the compose stack and drop its volumes
 clean:  ## Remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-fixed-rate bench-loop-parts bench-overhead bench-instructions bench-gc codec-bench bench-loadgen faults faults-fast fuzz kafka-start kafka-stop up down clean
+.PHONY: help docs docs-build ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-fixed-rate bench-loop-parts bench-overhead bench-instructions bench-gc codec-bench bench-loadgen faults faults-fast fuzz kafka-start kafka-stop up down clean

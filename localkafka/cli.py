@@ -114,7 +114,7 @@ def _add_topics(sub: argparse._SubParsersAction[_Parser], version: str) -> None:
     create = actions.add_parser(
         "create", help="create topics (one with the same partition count is kept)"
     )
-    create.add_argument("names", nargs="+", metavar="NAME")
+    create.add_argument("names", nargs="+", metavar="NAME", help="topics to create")
     create.add_argument(
         "--partitions",
         type=_positive,
@@ -135,7 +135,7 @@ def _add_topics(sub: argparse._SubParsersAction[_Parser], version: str) -> None:
         "--internal", action="store_true", help="include Kafka's own __* topics"
     )
     delete = actions.add_parser("delete", help="delete topics (a missing one is fine)")
-    delete.add_argument("names", nargs="+", metavar="NAME")
+    delete.add_argument("names", nargs="+", metavar="NAME", help="topics to delete")
     for parser in (create, listing, delete):
         parser.description = where
         add_common(parser, TOOL, version=version)

@@ -202,6 +202,8 @@ class KafkaConnection(BaseModel):
     ) = None
     sasl_username: str | None = None
     sasl_password: SecretStr | None = None
+    """The SASL password: masked in `--print-config` and logs; give it in the
+    environment or the TOML file, never on the command line."""
     ssl_ca_location: str | None = None
     ssl_certificate_location: str | None = None
     """The client certificate, PEM (mutual TLS)."""
@@ -214,6 +216,8 @@ class KafkaConnection(BaseModel):
     ssl_keystore_password: SecretStr | None = None
     """The password of `ssl_keystore_location`."""
     extra: dict[str, LibrdkafkaValue] = Field(default_factory=dict)
+    """Raw librdkafka settings passed through (`-X KEY=VALUE`); settings that load
+    code or run commands, and the typed fields' own keys, are refused."""
 
     _config_file: str | None = PrivateAttr(default=None)
     """The `--config FILE` whose `[kafka]` table gave settings (absolute)."""

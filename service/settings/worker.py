@@ -52,6 +52,7 @@ class ConsumerSettings(_Section):
     topic: str = "orders"
     group_id: str = "codec-worker"
     client_id: str = "codec-worker"
+    """librdkafka's `client.id`: how the broker's logs and quotas name this client."""
     auto_offset_reset: Literal["earliest", "latest", "error"] = "earliest"
     session_timeout_ms: Annotated[int, Field(ge=1000, le=3_600_000)] = 45_000
     """How long the group waits for a silent member (a kill -9) before its
@@ -61,7 +62,10 @@ class ConsumerSettings(_Section):
     partitions back without a rebalance, within the session timeout. Each of
     `processes` children appends `-<index>`."""
     max_poll_interval_ms: Annotated[int, Field(ge=1000, le=86_400_000)] = 300_000
+    """How long the worker may go between two consumes before the group drops it
+    (librdkafka's `max.poll.interval.ms`)."""
     fetch_max_bytes: Annotated[int, Field(ge=1024, le=2_147_483_135)] = 52_428_800
+    """The most data one fetch asks the broker for (`fetch.max.bytes`)."""
     queued_max_messages_kbytes: Annotated[int, Field(ge=1, le=2_097_151)] = 65_536
     """The prefetch queue's bound in KiB: librdkafka's default, 64 MiB. A full queue
     postpones the partition's next fetch by `fetch.queue.backoff.ms` (1 s), so a lower

@@ -1,0 +1,98 @@
+"""The docs site builds strictly and every page loads in a real browser, clean."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from collections.abc import Iterator
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+"""Chromium as root on a machine with no network but loopback: without the
+background-networking flags it tries (and fails) to reach its own services."""
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def served(site: Path) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=site))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def pages(site: Path) -> list[str]:
+    """Every HTML page of the site, as a path below its root."""
+    return sorted(str(p.relative_to(site)) for p in site.rglob("*.html"))
+
+
+def test_site_has_the_reference_pages(site: Path) -> None:
+    found = set(pages(site))
+    for page in ("reference/cli", "reference/configuration", "reference/metrics"):
+        assert f"{page}/index.html" in found
+
+
+def test_every_page_loads_without_errors(site: Path, served: str) -> None:
+    from playwright.sync_api import ConsoleMessage, Response, sync_playwright
+
+    problems: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page()
+        current = [""]
+
+        def problem(text: str) -> None:
+            problems.append(f"{current[0]}: {text}")
+
+        def console(message: ConsoleMessage) -> None:
+            if message.type == "error":
+                problem(f"console: {message.text}")
+
+        def response(answer: Response) -> None:
+            if answer.status >= 400:
+                problem(f"{answer.status}: {answer.url}")
+
+        page.on("pageerror", lambda e: problem(f"script: {e}"))
+        page.on("console", console)
+        page.on("requestfailed", lambda r: problem(f"failed: {r.url} {r.failure}"))
+        page.on("response", response)
+        loaded = 0
+        for path in pages(site):
+            if path == "404.html":
+                continue
+            current[0] = path
+            page.goto(f"{served}/{path}", wait_until="networkidle")
+            broken = page.evaluate(
+                "[...document.images].filter(i => !i.complete || i.naturalWidth === 0)"
+                ".map(i => i.src)"
+            )
+            problems += [f"{path}: image not shown: {src}" for src in broken]
+            stylesheets = page.evaluate("document.styleSheets.length")
+            if not stylesheets:
+                problems.append(f"{path}: no stylesheet applied")
+            loaded += 1
+        browser.close()
+    assert loaded >= 5
+    assert not problems, "\n".join(problems)
