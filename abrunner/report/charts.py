@@ -20,6 +20,8 @@ CHARTS: Final = (
     ("wire_size.png", "wire_bytes", "wire bytes per message"),
 )
 """(file, figure, title) of each bar chart, in report.md's order."""
+SPLIT_CHART: Final = "cpu_split.png"
+"""Each codec's CPU per message split into its decode and the rest of the consumer."""
 SWEEP_CHART: Final = "throughput_vs_size.png"
 """The size sweep's chart, drawn when the report holds several profiles."""
 _LOG_SPAN: Final = 50
@@ -56,7 +58,46 @@ def charts(report: Report, out: Path) -> list[Path]:
     ]
     if len(profiles) > 1 and written:
         written.append(_sweep_chart(summary, codecs, out / SWEEP_CHART))
+    if splittable(summary):
+        written.append(_split_chart(report, out / SPLIT_CHART))
     return written
+
+
+def split(row: Row) -> tuple[float, float] | None:
+    """A row's CPU us/msg as (decode, the rest): the decode's share (the mean decode
+    over CPU per message, at most 1) times the CPU per message; None unmeasured."""
+    cpu, share = row.median("cpu_us_per_msg"), row.median("decode_share")
+    if cpu is None or share is None or not (math.isfinite(cpu) and cpu > 0):
+        return None
+    decode = cpu * min(max(share, 0.0), 1.0)
+    return decode, cpu - decode
+
+
+def splittable(summary: Summary) -> bool:
+    """Whether any row of the first profile has a CPU split to draw."""
+    first = next(iter(summary.values()), {})
+    return any(split(row) is not None for row in first.values())
+
+
+def _split_chart(report: Report, path: Path) -> Path:
+    profile, rows = next(iter(report.summary.items()))
+    codecs = [c for c in by_cpu(rows) if split(rows[c]) is not None]
+    parts = [split(rows[c]) or (0.0, 0.0) for c in codecs]
+    fig, ax = _pyplot().subplots(figsize=(9, 4.5))
+    ticks = [tick_label(report.summary, c, report.plan.max_mode) for c in codecs]
+    decode = [d for d, _ in parts]
+    rest = [r for _, r in parts]
+    ax.barh(ticks, decode, label="decode")
+    bars = ax.barh(ticks, rest, left=decode, label="the rest of the consumer")
+    ax.bar_label(bars, labels=[_label(d + r) for d, r in parts], fontsize=8, padding=2)
+    ax.invert_yaxis()  # the cheapest codec on top, as the tables list them
+    title = "CPU microseconds per message: decode and the rest"
+    ax.set_title(title if len(report.summary) == 1 else f"{title} ({profile})")
+    ax.set_xlabel("us per message (worker process CPU)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(loc="upper right")
+    ax.margins(x=0.08)
+    return _save(fig, path)
 
 
 def drawable(summary: Summary) -> list[tuple[str, str, str]]:

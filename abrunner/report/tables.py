@@ -27,7 +27,8 @@ from typing import Final, NamedTuple
 
 import msgspec
 
-from abrunner.report import decisions, decode_share, notes, rejections
+from abrunner.report import answer, decisions, decode_share, notes, rejections
+from abrunner.report.answer import status
 from abrunner.report.charts import SWEEP_CHART, charts, drawable
 from abrunner.results import (
     FIGURES,
@@ -170,21 +171,6 @@ def _row(runs: list[CaseResult]) -> Row:
     )
 
 
-def _status(row: Row, max_mode: bool) -> str:
-    if row.errors:
-        return "FAILED: " + row.errors[0][:60]
-    if row.lost:
-        return f"LOST {row.lost}"
-    if row.rejected_all is not None:
-        return f"DEAD-LETTERED ALL: {row.rejected_all[:60]}"
-    if row.not_drained:
-        return f"FELL BEHIND, not drained ({row.not_drained:,} queued)"
-    if max_mode or row.kept_up:
-        return "ok"
-    cpu = row.median("cpu_pct") or 0
-    return f"FELL BEHIND (lag {(row.median('lag_end') or 0):,.0f}, CPU {cpu:.0f}%)"
-
-
 def table(
     rows: dict[str, Row],
     baseline: str,
@@ -215,7 +201,7 @@ def table(
         row = rows[codec]
         cells = [
             codec + (" (baseline)" if codec == baseline else ""),
-            _status(row, max_mode),
+            status(row, max_mode),
         ]
         for key, column in columns.items():
             compared = base is not None and column.ratio and codec != baseline
@@ -278,13 +264,13 @@ def markdown(report: Report) -> str:
         lines += [stopped, ""]
     lines += [
         f"Mode: {mode}; {plan.partitions} partitions; repeats: {plan.repeat}; "
-        f"baseline: `{plan.baseline}` (ratios in parentheses: the codec's median "
-        "over the baseline's median).",
+        f"baseline: `{plan.baseline}`.",
         "",
-        "Figures come from each worker's /metrics and /proc accounting; CPU is the "
-        "worker process only. Broker, load generator and worker share this machine's "
-        f"{env.cpu_count} cores, so absolute numbers are not production numbers; the "
-        "ratios between codecs are the result.",
+        *answer.section(report),
+        "## Full figures",
+        "",
+        "In these tables, ratios in parentheses: the codec's median over the "
+        "baseline's median.",
         "",
     ]
     if plan.payloads is not None:
@@ -292,15 +278,16 @@ def markdown(report: Report) -> str:
     lines += notes.schema_limits(plan)
     if (warning := notes.repeat_warning(plan)) is not None:
         lines += [warning, ""]
-    if (cores := notes.cores(report.target_rate)) is not None:
-        lines += [cores, ""]
     drawn = tables(report)
-    legend = notes.legend({h for _, headers, _ in drawn for h in headers})
-    lines += [*legend, ""] if legend else []
     if (caveat := notes.baseline_behind(report)) is not None:
         lines += [caveat, ""]
     for profile, headers, body in drawn:
-        lines += [f"## {plan.heading(profile)}", "", *markdown_table(headers, body), ""]
+        lines += [
+            f"### {plan.heading(profile)}",
+            "",
+            *markdown_table(headers, body),
+            "",
+        ]
     if ratios := decisions.section(report):
         lines += [ratios, ""]
     if small := decode_share.note(report):
@@ -316,9 +303,22 @@ def markdown(report: Report) -> str:
         lines += [f"![{title}]({name})" for name, _key, title in shown]
         if len(report.summary) > 1:
             lines.append(f"![throughput vs payload size]({SWEEP_CHART})")
+        lines.append("")
+    lines += [
+        "## Definitions",
+        "",
+        "Figures come from each worker's /metrics and /proc accounting; CPU is the "
+        "worker process only. Broker, load generator and worker share this machine's "
+        f"{env.cpu_count} cores, so absolute numbers are not production numbers; the "
+        "ratios between codecs are the result.",
+        "",
+    ]
+    if (cores := notes.cores(report.target_rate)) is not None:
+        lines += [cores, ""]
+    legend = notes.legend({h for _, headers, _ in drawn for h in headers})
+    lines += [*legend, ""] if legend else []
     libs = ", ".join(f"{k} {v}" for k, v in env.libraries.items())
     lines += [
-        "",
         "## Environment",
         "",
         f"- Python {env.python} on {env.platform}",

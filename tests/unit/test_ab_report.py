@@ -80,7 +80,9 @@ def report(
 
 
 def md_table(text: str) -> dict[str, dict[str, str]]:
-    """The first Markdown table in `text`: codec -> header -> cell."""
+    """The first table of the full figures in `text` (or of `text` when it has no
+    such section): codec -> header -> cell."""
+    text = text.split("## Full figures", 1)[-1]
     rows = [line for line in text.splitlines() if line.startswith("| ")]
     headers = [h.strip() for h in rows[0].strip("|").split("|")]
     cells = [[c.strip() for c in r.strip("|").split("|")] for r in rows[2:]]
