@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from abrunner.report import decode_share
 from abrunner.report.charts import SPLIT_CHART, splittable
 from abrunner.report.stats import MIN_REPEATS
 from abrunner.results import Ratio, Report, Row, by_cpu
@@ -19,7 +20,7 @@ from abrunner.results import Ratio, Report, Row, by_cpu
 SHORT: Final = (
     ("CPU us/msg", "cpu_us_per_msg", "{:.1f}"),
     ("cores at target", "cores_at_target", "{:.2f}"),
-    ("decode % of CPU", "decode_share", "{:.0%}"),
+    ("decode % of CPU", decode_share.SHARE, "{:.0%}"),
     ("p99 ms", "e2e_p99_ms", "{:.1f}"),
     ("RSS MB", "rss_steady_mb", "{:.0f}"),
     ("wire B/msg", "wire_bytes", "{:,.0f}"),
@@ -223,7 +224,10 @@ def short_tables(report: Report) -> list[tuple[str, list[str], list[list[str]]]]
             cells = [name, status(row, report.plan.max_mode)]
             for _, key, fmt in SHORT:
                 value = row.median(key)
-                cells.append("-" if value is None else fmt.format(value))
+                if key == decode_share.SHARE:  # at most 100 %, or the cell says why
+                    cells.append(decode_share.cell(row.figures.get(key), False))
+                else:
+                    cells.append("-" if value is None else fmt.format(value))
             cells += [f"{row.dead_lettered:,}", f"{row.lost:,}"]
             body.append(cells)
         out.append((profile, headers, body))

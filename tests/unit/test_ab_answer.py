@@ -125,3 +125,10 @@ def test_the_cpu_split_is_the_decode_share_of_cpu_capped_at_all_of_it() -> None:
     over = _decided([result(BASE, 20.0), result("protobuf", 10.0, decode_us=14.0)])
     assert split(over.summary["medium"]["protobuf"]) == pytest.approx((10.0, 0.0))
     assert f"]({SPLIT_CHART})" in abreport.markdown(r)
+
+
+def test_the_short_table_never_shows_a_decode_share_above_all_of_the_cpu() -> None:
+    r = _decided([result(BASE, 20.0), result("protobuf", 10.0, decode_us=48.6)])
+    [(_, headers, body)] = answer.short_tables(r)
+    cell = dict(zip(headers, body[0], strict=True))["decode % of CPU"]
+    assert cell.startswith("100% (486% measured")
