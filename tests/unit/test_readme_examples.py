@@ -1,4 +1,4 @@
-"""The README's command examples are valid as written: every flag exists and every
+"""The README's and the docs site's command examples are valid as written: every flag exists and every
 value passes the settings' checks (`--print-config`, which touches no broker), and a
 rate pattern reaches the `--rate` it names within its run.
 
@@ -27,7 +27,11 @@ from loadgen.config import LoadgenSettings
 from loadgen.schedule import rate_pieces
 
 ROOT: Final = Path(__file__).resolve().parents[2]
-README: Final = (ROOT / "README.md").read_text()
+README: Final = "\n".join(
+    path.read_text()
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+)
+"""The README and every page of the docs site: their examples are checked alike."""
 MODULES: Final = {
     "codec-loadgen": "loadgen",
     "codec-ab": "abrunner",
