@@ -6,16 +6,16 @@ own position. When a worker of the group dies (kill -9, OOM), its partitions bel
 to nobody until the group's session timeout and the rebalance after it: tens of
 seconds in which the backlog grows where no live member reports it, and Prometheus
 drops the dead worker's series. So every worker also exports, for every partition of
-its input topic, the log end minus the group's committed offset (one
-`ListConsumerGroupOffsets` and one `ListOffsets` request a second, from a thread and
-an AdminClient of its own: no round trip on the loop's thread). Readers take, per
+its input topic, the log end minus the group's committed offset (an offset fetch and
+a watermark query per committed partition, once a second, from a thread and a
+consumer of its own that never joins the group: no round trip on the loop's thread). Readers take, per
 partition, a live member's own gauge where there is one, else the largest of these
 (`abrunner/staging/backlog.py`, the Prometheus lag alert). Partitions the group never
 committed are not exported: their start depends on `auto.offset.reset`, and their
 holder reports them.
 
-Performance note: two small admin requests a second per worker, and the
-AdminClient's librdkafka threads; nothing on the hot loop.
+Performance note: 1 + partitions small requests a second per worker, and the reading
+consumer's librdkafka threads; nothing on the hot loop.
 """
 
 from __future__ import annotations
@@ -27,10 +27,9 @@ from types import TracebackType
 from typing import Any, Final, Protocol
 
 import structlog
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]  # public, not in __all__
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from service.kafka.admin_topics import admin_client, kafka_error_text
+from service.kafka.admin_topics import kafka_error_text
 from service.telemetry.log_setup import kafka_logger
 from service.telemetry.metrics import Metrics
 
@@ -40,6 +39,15 @@ INTERVAL_S: Final = 1.0
 """Between two reads: the shipped Prometheus scrapes every 1-15 s, and a crash's
 backlog grows at the full traffic rate (2,500 messages a second in issue 31)."""
 _TIMEOUT_S: Final = 5.0
+
+
+def _reader(conf: Mapping[str, Any]) -> Consumer:
+    """A consumer that never joins the group: it only asks for the group's committed
+    offsets and the log ends. (AdminClient's `list_consumer_group_offsets` would be
+    the natural call, but confluent-kafka 2.16 crashes the process with a
+    segmentation fault when it is called before the broker has a group coordinator,
+    as on a fresh broker.)"""
+    return Consumer({**conf, "group.id": conf["group.id"], "enable.auto.commit": False})
 
 
 class GroupSettings(Protocol):
@@ -59,10 +67,10 @@ class GroupLag:
 
     Args:
         metrics: the worker's metrics (`group_lag`).
-        conf: AdminClient settings (the worker's `admin_config`).
+        conf: connection settings (the worker's `admin_config`).
         group: the consumer group.
         topic: the input topic.
-        admin_factory: builds the AdminClient (tests pass a fake).
+        client_factory: builds the reading client (tests pass a fake).
     """
 
     def __init__(
@@ -71,10 +79,10 @@ class GroupLag:
         conf: Mapping[str, Any],
         group: str,
         topic: str,
-        admin_factory: Callable[[Mapping[str, Any]], Any] = admin_client,
+        client_factory: Callable[[Mapping[str, Any]], Any] = _reader,
     ) -> None:
         self._gauge = metrics.group_lag
-        self._conf, self._factory = dict(conf), admin_factory
+        self._conf, self._factory = dict(conf), client_factory
         self._group, self._topic = group, topic
         self._children: dict[int, Any] = {}
         self._stop = threading.Event()
@@ -97,37 +105,34 @@ class GroupLag:
             self._thread.join(timeout=_TIMEOUT_S + 1)
 
     def _run(self) -> None:
-        admin = self._factory(self._conf)  # referenced until its futures resolve
-        while not self._stop.is_set():
-            self.read(admin)
-            self._stop.wait(INTERVAL_S)
+        client = self._factory(self._conf)
+        try:
+            while not self._stop.is_set():
+                self.read(client)
+                self._stop.wait(INTERVAL_S)
+        finally:
+            client.close()
 
-    def read(self, admin: Any) -> dict[int, int]:
+    def read(self, client: Any) -> dict[int, int]:
         """One read: set each committed partition's gauge; return partition -> lag.
         A failure (broker away, no Describe permission) is logged once and the
         gauges keep their last values until a read succeeds."""
         try:
-            meta = admin.list_topics(self._topic, timeout=_TIMEOUT_S)
+            meta = client.list_topics(self._topic, timeout=_TIMEOUT_S)
             count = len(meta.topics[self._topic].partitions)
             tps = [TopicPartition(self._topic, p) for p in range(count)]
-            request = [ConsumerGroupTopicPartitions(self._group, tps)]
-            answer = admin.list_consumer_group_offsets(request)[self._group]
             committed = {
                 tp.partition: tp.offset
-                for tp in answer.result(timeout=_TIMEOUT_S).topic_partitions
+                for tp in client.committed(tps, timeout=_TIMEOUT_S)
                 if tp.error is None and tp.offset >= 0
             }
-            if not committed:
-                return {}
-            wanted = {
-                TopicPartition(self._topic, p): OffsetSpec.latest()  # type: ignore[no-untyped-call]  # untyped in confluent-kafka
+            ends = {
+                p: client.get_watermark_offsets(
+                    TopicPartition(self._topic, p), timeout=_TIMEOUT_S
+                )[1]
                 for p in committed
             }
-            ends = {
-                tp.partition: future.result(timeout=_TIMEOUT_S).offset
-                for tp, future in admin.list_offsets(wanted).items()
-            }
-        except (KafkaException, KeyError, TimeoutError) as exc:
+        except (KafkaException, KeyError, TimeoutError, TypeError) as exc:
             text = (
                 kafka_error_text(exc) if isinstance(exc, KafkaException) else str(exc)
             )
@@ -136,9 +141,7 @@ class GroupLag:
             self._failed = text
             return {}
         self._failed = None
-        lags = {
-            p: max(0, ends[p] - offset) for p, offset in committed.items() if p in ends
-        }
+        lags = {p: max(0, end - committed[p]) for p, end in ends.items() if end >= 0}
         for p, lag in lags.items():
             if (child := self._children.get(p)) is None:
                 child = self._children[p] = self._gauge.labels(self._topic, str(p))
@@ -152,5 +155,10 @@ def watch_group(
     """The worker's `GroupLag` (nothing when `real` is False: a fake cluster)."""
     if not real:
         return contextlib.nullcontext()
-    conf = {**settings.admin_config(plaintext_secrets=True), "logger": kafka_logger()}
-    return GroupLag(metrics, conf, settings.consumer.group_id, settings.consumer.topic)
+    group = settings.consumer.group_id
+    conf = {
+        **settings.admin_config(plaintext_secrets=True),
+        "group.id": group,
+        "logger": kafka_logger(),
+    }
+    return GroupLag(metrics, conf, group, settings.consumer.topic)

@@ -10,7 +10,6 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from prometheus_client import CollectorRegistry
 
 from localkafka import create_topic, delete_topic
-from service.kafka.admin_topics import admin_client
 from service.kafka.group_lag import GroupLag
 from service.telemetry.metrics import Metrics
 
@@ -46,8 +45,11 @@ class TestGroupLag:
                 group,
                 topic,
             )
-            admin = admin_client({"bootstrap.servers": kafka_bootstrap})
-            assert lag.read(admin) == {0: 0, 1: 6}
+            reader = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": group})
+            try:  # as the worker's thread reads: a client that never joins
+                assert lag.read(reader) == {0: 0, 1: 6}
+            finally:
+                reader.close()
             value = registry.get_sample_value(
                 "worker_group_lag_messages", {"topic": topic, "partition": "1"}
             )
