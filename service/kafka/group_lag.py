@@ -15,7 +15,9 @@ committed are not exported: their start depends on `auto.offset.reset`, and thei
 holder reports them.
 
 Performance note: 1 + partitions small requests a second per worker, and the reading
-consumer's librdkafka threads; nothing on the hot loop.
+consumer's librdkafka threads; nothing on the hot loop. Measured on an idle worker (6
+partitions, two 60 s runs beside one without the thread, load average ~29 on 2
+cores): 0.5-1.2 ms of CPU a second, i.e. 0.05-0.12 % of a core.
 """
 
 from __future__ import annotations
