@@ -134,6 +134,7 @@ def figures_table(report: Report) -> list[str]:
         headers = headers[:gone] + headers[gone + 1 :]
         body = [cells[:gone] + cells[gone + 1 :] for cells in body]
         for cells in body:
+            cells[1] = _status(cells[0][0], cells[1], info)
             if cells[0].startswith("A: "):
                 continue
             for k, header in enumerate(headers):
@@ -143,6 +144,18 @@ def figures_table(report: Report) -> list[str]:
         lines += [*markdown_table(headers, body), ""]
         lines += [*legend(headers, report), ""]
     return lines
+
+
+def _status(side: str, lab: str, info: Staging) -> str:
+    """The status cell: the lab's `FELL BEHIND (lag N...)` takes the median of the
+    blocks' end lags, so a side that stalled in one block and caught up reads
+    "fell behind, lag 0"; a stall says what happened instead."""
+    stall = info.stalls.get(side)
+    if stall is None or not lab.startswith(("ok", "FELL BEHIND (lag")):
+        return lab
+    if "; it fell behind" in stall:
+        return "FELL BEHIND: still behind at the window's end (see Comparability)"
+    return "STALLED, caught up by the window's end (see Comparability)"
 
 
 def legend(headers: list[str], report: Report) -> list[str]:

@@ -546,6 +546,10 @@ class TestBacklog:
         assert "08:01:15 UTC (15.0 s of its traffic at 1,000 msg/s)" in warned
         assert "from 08:01:02 to 08:01:15 (slice 7-8)" in warned
         assert "(blocks holding it: 2 of 4)" in report["staging"]["stalls"]["B"]
+        md = (tmp_path / "staging" / "report.md").read_text()
+        assert cell(md, "B: msgspec-json", "status").startswith(
+            "STALLED, caught up by the window's end"
+        )
         assert "Without those blocks, B/A is: p99 ms" in out
 
     def test_a_side_that_handled_nothing_is_a_stall(
