@@ -7,8 +7,7 @@ back with `msgspec.json.decode(data, type=Report)`.
 
 A figure that was not measured is None and left out of report.json; fields added
 since the first reports have defaults, so every report.json written still reads. A
-latency
-quantile whose rank lies above the top histogram bucket is `math.inf` in memory
+latency quantile whose rank lies above the top histogram bucket is `math.inf` in memory
 (`service.telemetry.histogram.quantile`); JSON has no infinity, so it is written as null.
 """
 
@@ -308,8 +307,7 @@ class Report(msgspec.Struct, kw_only=True):
             for (`--target-rate`, default the run's `--rate`).
         ratios: with 3 repeats or more, each codec's figures over the
             baseline's with a 95 % interval and a verdict (`abrunner.report.decisions`).
-        staging: set in a staging report (`codec-ab staging`): two live sides
-            read from Prometheus instead of local runs.
+        staging: set in a staging report (`codec-ab staging`): two live sides.
     """
 
     plan: Plan
@@ -335,7 +333,7 @@ class StagingSide(msgspec.Struct, kw_only=True):
         topics: the topics its workers read.
         processes: the most worker processes seen at one slice's end.
         restarts: worker processes (re)started during the window.
-        slices_without_data: slices with no message count for this side.
+        slices_without_data: slices in which this side handled no message.
         consumer_errors: Kafka consumer errors over the window
             (`worker_consumer_errors_total`).
     """
@@ -358,15 +356,14 @@ class Staging(msgspec.Struct, kw_only=True):
 
     In a staging report the plan's `duration` is the window, `warmup` the slice
     length, `repeat` the number of blocks (the units the intervals are taken on),
-    `rate` side A's throughput; `results` hold one entry per side and block.
+    `rate` the cores column's (`rate_basis`); `results` one entry per side and block.
 
     Attributes:
         prometheus: the server read.
-        start: the window's start (unix seconds).
-        end: its end.
+        start, end: the window (unix seconds).
         slice_s: the slice length in seconds.
         slices: whole slices in the window.
-        usable: slices with data on both sides.
+        usable: slices in which both sides handled messages.
         blocks: consecutive groups of usable slices the intervals are taken on.
         per_block: usable slices per block.
         dropped: earliest usable slices left out to make equal blocks.
@@ -376,9 +373,10 @@ class Staging(msgspec.Struct, kw_only=True):
         same_messages: both sides read the same topics and handled the same
             number of messages of the same size (within 2 %).
         refused: why there are no intervals (too few slices), else None.
-        dashboard: side -> figure -> the Verdict row's recording rule at the
-            window's end (its last minute), where the rules exist.
+        dashboard: side -> figure -> the Verdict row's rules at the window's end.
         slice_results: each side's figures per slice (`repeat` = slice index).
+        window_note: the window as analysed, what was left out and why.
+        rate_basis: what the cores column's rate is; stalls: side -> its stall.
     """
 
     prometheus: str
@@ -397,3 +395,6 @@ class Staging(msgspec.Struct, kw_only=True):
     refused: str | None = None
     dashboard: dict[str, dict[str, float]] = msgspec.field(default_factory=dict)
     slice_results: list[CaseResult] = msgspec.field(default_factory=list)
+    window_note: str = ""
+    rate_basis: str = ""
+    stalls: dict[str, str] = msgspec.field(default_factory=dict)

@@ -4,9 +4,8 @@ Shutdown (SIGTERM or the first SIGINT): the loop finishes its batch, stores its
 offsets, and `close()` commits them and leaves the group, all within one budget
 (`shutdown_timeout_s` from the signal, `service.loop.shutdown_budget`; a batch whose writes a
 stalled broker does not acknowledge is left unstored); exit status 0. A second
-SIGINT exits at once. Poison, a
-missing DLQ topic or a stalled broker never stop the worker: a batch whose writes
-are not confirmed is rewound, paused and retried (`service.delivery.held_partitions`). A fatal consumer
+SIGINT exits at once. Poison, a missing DLQ topic or a stalled broker never stop
+the worker: a batch whose writes are not confirmed is rewound, paused and retried (`service.delivery.held_partitions`). A fatal consumer
 error in place of a message stops the loop without storing that batch; a fatal
 client error (`error_cb`) stops it after the current batch. Either way the exit
 status is 1, so a supervisor restarts the worker.
@@ -39,6 +38,7 @@ from service import __version__
 from service.delivery.dead_letters import PoisonHandler
 from service.delivery.gated_writes import ConfirmedProducer, writer_config
 from service.kafka.admin_topics import TopicAdmin, Topics, await_topics
+from service.kafka.group_lag import watch_group
 from service.kafka.protocols import KafkaProducer, WorkerConsumer
 from service.kafka.security_check import check_access
 from service.lifecycle import signals
@@ -160,6 +160,8 @@ class Worker:
                 if shadow is not None:
                     stack.callback(shadow.close)
                 self.loop = self._build_loop(consumer, producer, shadow)
+                real = self._admin_factory is TopicAdmin  # tests' fakes: no group
+                stack.enter_context(watch_group(s, self.metrics, real=real))
                 self._subscribed_ms = time.time_ns() // 1_000_000
                 consumer.subscribe(
                     [s.consumer.topic],

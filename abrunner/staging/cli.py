@@ -33,7 +33,8 @@ from abrunner.config import TOOL, AbSettings
 from abrunner.report import compare
 from abrunner.report.charts import CHARTS, charts
 from abrunner.results import Report, Staging
-from abrunner.staging import report as sr
+from abrunner.staging import report as sr, sections
+from abrunner.staging.comparability import time_of
 from abrunner.staging.prometheus_api import Client
 from abrunner.staging.slices import MAX_POINTS, StagingError, Window, overlap, read_side
 from service.settings.cli_flags import Flag, add_flags
@@ -64,6 +65,13 @@ _FLAGS: Final = (
         "warn when the sides' message rates or payload sizes differ by more than "
         "this fraction",
         float,
+    ),
+    Flag(
+        "--target-rate",
+        ("target_rate",),
+        "msg/s the `cores at` column sizes for: CPU us/msg x rate / 1e6",
+        float,
+        default="the traffic's rate (side A's mean over the window)",
     ),
     *compare.gate_flags("a side"),
 )
@@ -174,7 +182,15 @@ def measure(settings: AbSettings, url: str, now: float) -> Report:
             f"({targets}): give each side its own selector",
             2,
         )
-    return sr.build(url, window, a, b, settings.out, settings.max_difference)
+    return sr.build(
+        url,
+        window,
+        a,
+        b,
+        settings.out,
+        settings.max_difference,
+        settings.target_rate,
+    )
 
 
 def markdown(report: Report) -> str:
@@ -184,15 +200,15 @@ def markdown(report: Report) -> str:
     lines = [
         "# Codec A/B staging report",
         "",
-        f"Live deployments read from Prometheus at {info.prometheus}, "
-        f"{sr._time(info.start)} to {sr._time(info.end)}: {info.slices} slices of "
-        f"{info.slice_s:g} s. Side A is the baseline: ratios in parentheses are B "
-        "over A. Every figure sums a side's worker processes (CPU per message = "
+        f"Live deployments read from Prometheus at {info.prometheus}. "
+        f"{info.window_note} Side A is the baseline: ratios in "
+        "parentheses are B over A. Every figure sums a side's worker processes "
+        "(CPU per message = "
         "summed CPU / summed messages); RSS is per process. Loss is not checked "
         "here (the lab run reads its x-seq back); dead letters are counted.",
         "",
         "| side | selector | codec | schema | worker processes | restarts | "
-        "slices without data | consumer errors | topics |",
+        "slices with no message handled | consumer errors | topics |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     lines += [
@@ -201,9 +217,9 @@ def markdown(report: Report) -> str:
         f"{', '.join(s.topics) or '-'} |"
         for s in info.sides
     ]
-    lines += ["", sr.comparability_section(info), ""]
-    lines += sr.figures_table(report)
-    lines += [sr.ratios_section(report), "", *_slices(info), ""]
+    lines += ["", sections.comparability_section(info), ""]
+    lines += sections.figures_table(report)
+    lines += [sections.ratios_section(report), "", *_slices(info), ""]
     if report.summary:
         lines += ["## Charts", "", *[f"![{t}]({n})" for n, _k, t in CHARTS], ""]
     return "\n".join(lines)
@@ -221,7 +237,7 @@ def _slices(info: Staging) -> list[str]:
     by = {(r.codec[0], r.repeat): r for r in info.slice_results}
     for i in range(info.slices):
         ra, rb = by.get(("A", i)), by.get(("B", i))
-        cells = [str(i + 1), sr._time(info.start + (i + 1) * info.slice_s)[11:19]]
+        cells = [str(i + 1), time_of(info.start + (i + 1) * info.slice_s)[11:19]]
         for field, fmt in (
             ("throughput", "{:,.0f}"),
             ("cpu_us_per_msg", "{:.1f}"),
@@ -254,9 +270,10 @@ def print_report(report: Report, out: TextIO) -> None:
     info = report.staging
     assert info is not None  # noqa: S101
     parts = [
-        sr.comparability_section(info),
-        "\n".join(sr.figures_table(report)),
-        sr.ratios_section(report),
+        info.window_note,
+        sections.comparability_section(info),
+        "\n".join(sections.figures_table(report)),
+        sections.ratios_section(report),
     ]
     if not out.isatty():
         out.write("\n\n".join(parts) + "\n")

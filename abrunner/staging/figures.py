@@ -23,6 +23,7 @@ from typing import Final
 from abrunner.report import stats
 from abrunner.report.decisions import DECIDED
 from abrunner.results import CaseResult, Ratio
+from abrunner.staging import backlog
 from abrunner.staging.slices import Side, merged, summed
 from service.telemetry.histogram import quantile
 
@@ -30,7 +31,7 @@ MIN_BLOCKS: Final = stats.MIN_REPEATS
 MIN_SLICES: Final = MIN_BLOCKS * 3
 """Fewest usable slices for a verdict: 3 blocks of 3 slices."""
 MAX_BLOCKS: Final = 10
-LAG_S: Final = 1.0
+LAG_S: Final = backlog.LAG_S
 """A side whose lag exceeds this many seconds of its own traffic fell behind."""
 
 
@@ -88,9 +89,11 @@ def figures(
         result.rss_steady_mb = statistics.median(rss) / 2**20
         result.rss_peak_mb = max(rss) / 2**20
     lags = [v for i in picked if (v := s["lag"][i]) is not None]
-    if lags:
-        result.lag_end, result.lag_max = lags[-1], max(lags)
-        result.kept_up = lags[-1] <= LAG_S * max(result.throughput, 1.0)
+    ends = [v for i in picked if (v := s.get("lag_end", s["lag"])[i]) is not None]
+    if lags:  # the largest backlog seen at any step, and the last one
+        result.lag_max = max(lags)
+        result.lag_end = ends[-1] if ends else lags[-1]
+        result.kept_up = result.lag_end <= LAG_S * max(result.throughput, 1.0)
     dead = [v for i in picked if (v := s["dead_letters"][i]) is not None]
     result.dead_lettered = round(math.fsum(dead))
     return result

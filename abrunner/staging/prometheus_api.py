@@ -79,6 +79,19 @@ class Client:
             if math.isfinite(float(s["value"][1]))
         ]
 
+    def samples(
+        self, expr: str, at: float
+    ) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
+        """An instant query of a range selector (`worker_messages_total{..}[300s]`)
+        at unix time `at`: each series' raw samples, (time, value) in time order."""
+        data = self._get("query", {"query": expr, "time": _ts(at)})
+        if not isinstance(data, dict) or data.get("resultType") != "matrix":
+            raise Unreachable(f"{self.url}: expected a matrix for {expr}")
+        return [
+            (s["metric"], [(float(t), float(v)) for t, v in s["values"]])
+            for s in data["result"]
+        ]
+
     def series(self, match: str) -> list[dict[str, str]]:
         """The label sets of every series `match` selects, over all stored time."""
         data = self._get("series", {"match[]": match})

@@ -7,19 +7,25 @@ the side through `worker_info` on (job, instance). Every figure sums a side's pr
 first (CPU per message = summed CPU / summed messages, never a mean of per-process
 ratios).
 
-The window (`--window` or `--start/--end`) is cut into slices of `--slice`; each slice's
-figures come from one range query per figure (step = slice, range selector = slice):
-`increase()` of every counter (which treats a counter that went down as a reset: a
-restart never gives a negative figure), the latency and decode histograms' bucket
-increases, the side's resident memory (mean per process) and lag at the slice's end.
-Restarts are counted from `process_start_time_seconds`: every start time inside the
-window is a process (re)started, on the slice where it first shows.
+The window (`--window` or `--start/--end`) is cut into slices of `--slice`. Counters
+(messages, bytes, CPU seconds, GC, decode sums and counts, dead letters, consumer
+errors) and the latency and decode histograms' buckets are read as raw samples and
+cut at the slice edges (`abrunner.staging.counters`): the slices add up to the
+window's total wherever the edges fall, and a restart (a counter that went down, or a
+new process start time on the target) is read as a reset, never a negative figure.
+Gauges come from range queries: the side's resident memory (mean per process) and
+processes at each slice's end; its backlog at every step of the window
+(`abrunner.staging.backlog`). Restarts are counted from `process_start_time_seconds`:
+every start time inside the window is a process (re)started, on the slice where it
+first shows. A last part of the window shorter than a slice is left out of the
+slices, and what the sides handled in it is kept (`Side.tail`) for the report to say.
 
-The expressions are `EXPRESSIONS`; the recording rules of the dashboard's Verdict row
-(`side:*` in deploy/prometheus/rules/recording.yml) are the same expressions with
-`by (side)` and a 1m range, which tests/deploy checks. The command queries the raw
-series, not those rules: a rule's 1-minute rate cannot be re-cut into a slice of
-another length.
+`EXPRESSIONS` are the per-slice expressions of the dashboard: the recording rules of
+its Verdict row (`side:*` in deploy/prometheus/rules/recording.yml) are the same
+expressions with `by (side)` and a 1m range, which tests/deploy checks. The command
+reads the raw series behind them, not those rules: a rule's 1-minute rate cannot be
+re-cut into a slice of another length, and `increase()` over back-to-back ranges
+loses what a counter gained between them.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Final
 
+from abrunner.staging import backlog, counters
 from abrunner.staging.prometheus_api import BadQuery, Client, PrometheusError
 
 WORKERS: Final = "max by (job, instance) (worker_info{S})"
@@ -49,8 +56,32 @@ EXPRESSIONS: Final = {
     "lag": "sum(worker_consumer_lag_messages{S})",
     "processes": "count(worker_info{S})",
 }
-"""Per slice: `S` becomes the side's matcher, `W` the slice. Counters are increases
-over the slice; `rss_bytes` the mean per process; `lag` and `processes` at its end."""
+"""The dashboard's per-slice expressions: `S` becomes the side's matcher, `W` the
+slice. The command reads `rss_bytes` (the mean per process) and `processes` (at a
+slice's end) with them; the counters' figures come from their raw samples
+(`COUNTERS`), and `lag` from `abrunner.staging.backlog`."""
+GAUGES: Final = ("rss_bytes", "processes")
+"""`EXPRESSIONS` read by range query at the slices' ends."""
+COUNTERS: Final = {
+    "messages": "worker_messages_total",
+    "bytes": "worker_bytes_total",
+    "cpu_seconds": "process_cpu_seconds_total",
+    "gc_seconds": "worker_gc_seconds_total",
+    "gc_collections": "worker_gc_collections_total",
+    "decode_sum": "worker_decode_seconds_sum",
+    "decode_count": "worker_decode_seconds_count",
+    "dead_letters": "worker_dead_letters_total",
+    "consumer_errors": "worker_consumer_errors_total",
+}
+"""Figure -> the counter whose raw samples give it; `process_*` series carry no
+worker labels and are picked by the side's (job, instance) targets."""
+BUCKETS: Final = {
+    "e2e": "worker_e2e_latency_seconds_bucket",
+    "decode": "worker_decode_seconds_bucket",
+}
+LOOKBACK_S: Final = 300.0
+"""How far before the window raw samples are read, to find each series' value at
+the window's start (Prometheus's own staleness lookback)."""
 EVENTS: Final = ("dead_letters", "consumer_errors", "gc_seconds", "gc_collections")
 """Counters a worker may not have created yet: no series is 0 where messages flowed."""
 HISTOGRAMS: Final = {
@@ -58,6 +89,7 @@ HISTOGRAMS: Final = {
     "decode": "sum by (le) (increase(worker_decode_seconds_bucket{S}[W]))",
 }
 STARTS: Final = f"max by (job, instance) (process_start_time_seconds {_JOIN})"
+"""Each target's process start time (a restart changes it)."""
 INFO: Final = "count by (codec, schema, version) (count_over_time(worker_info{S}[W]))"
 TOPICS: Final = (
     "count by (topic, partition) (count_over_time(worker_consumer_lag_messages{S}[W]))"
@@ -109,6 +141,16 @@ class Window:
         return int((self.end - self.start) / self.slice_s + 1e-9)
 
     @property
+    def edges(self) -> list[float]:
+        """The slices' edges: the start, then each slice's end."""
+        return [self.start + i * self.slice_s for i in range(self.count + 1)]
+
+    @property
+    def tail_s(self) -> float:
+        """The window's last seconds after its last whole slice (left out)."""
+        return max(0.0, self.end - self.edges[-1])
+
+    @property
     def ends(self) -> list[float]:
         """Each slice's end, the time its figures are evaluated at."""
         return [self.start + (i + 1) * self.slice_s for i in range(self.count)]
@@ -135,8 +177,13 @@ class Side:
         series: figure -> per-slice values (`EXPRESSIONS` keys).
         histograms: `e2e`/`decode` -> per slice, cumulative `le` -> increase.
         starts: per slice, processes started in it (restarts, new pods).
-        totals: `messages` and `bytes` over the whole window (one increase, not
-            a sum of the slices' extrapolated ones).
+        totals: `messages` and `bytes` over the whole slices (the slices' sum,
+            which the counters' raw samples make exact).
+        tail: `messages` and `bytes` in the window's last part shorter than a
+            slice (`Window.tail_s`), left out of the slices.
+        lag: the side's backlog at every step of the window, (time, messages)
+            (`abrunner.staging.backlog`).
+        started: (job, instance) -> the process start times seen on it.
         dashboard: `RULES` figures at the window's end, where the rules exist
             and the selector picks one of their series.
     """
@@ -153,11 +200,15 @@ class Side:
     histograms: dict[str, list[dict[float, float]]] = field(default_factory=dict)
     starts: list[int] = field(default_factory=list)
     totals: dict[str, float] = field(default_factory=dict)
+    tail: dict[str, float] = field(default_factory=dict)
+    lag: list[tuple[float, float]] = field(default_factory=list)
+    started: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     dashboard: dict[str, float] = field(default_factory=dict)
 
     def has_data(self, i: int) -> bool:
-        """Slice `i` has a message count (the figures' denominator)."""
-        return self.series["messages"][i] is not None
+        """The side handled messages in slice `i` (a series present that did not
+        move is no data: a stalled side is not compared on it)."""
+        return (self.series["messages"][i] or 0.0) > 0
 
 
 def read_side(client: Client, name: str, selector: str, window: Window) -> Side:
@@ -223,10 +274,11 @@ def _nothing(client: Client, flag: str, selector: str) -> str:
 
 def _read_slices(client: Client, side: Side, window: Window) -> None:
     n, ends = window.count, window.ends
-    for key, template in EXPRESSIONS.items():
+    side.starts = _starts(client, side, window)
+    for key in GAUGES:
         values: list[float | None] = [None] * n
         for _labels, points in client.query_range(
-            render(template, side.selector, window.slice_s),
+            render(EXPRESSIONS[key], side.selector, window.slice_s),
             ends[0],
             ends[-1],
             window.slice_s,
@@ -235,53 +287,75 @@ def _read_slices(client: Client, side: Side, window: Window) -> None:
                 if (i := window.index(at)) is not None:
                     values[i] = value
         side.series[key] = values
+    edges = window.edges + ([window.end] if window.tail_s > 0 else [])
+    for key, metric in COUNTERS.items():
+        gained = counters.summed_gains(_raw(client, side, metric, window), edges)
+        side.series[key] = [None] * n if gained is None else list(gained[:n])
+        if key in ("messages", "bytes"):
+            side.totals[key] = math.fsum(gained[:n]) if gained else 0.0
+            side.tail[key] = math.fsum(gained[n:]) if gained else 0.0
     for key in EVENTS:  # no series yet: nothing happened where messages flowed
         side.series[key] = [
             0.0 if v is None and side.has_data(i) else v
             for i, v in enumerate(side.series[key])
         ]
-    for key, template in HISTOGRAMS.items():
-        buckets: list[dict[float, float]] = [{} for _ in range(n)]
-        for labels, points in client.query_range(
-            render(template, side.selector, window.slice_s),
-            ends[0],
-            ends[-1],
-            window.slice_s,
-        ):
-            le = float(labels.get("le", "nan"))
-            for at, value in points.items():
-                if (i := window.index(at)) is not None and not math.isnan(le):
-                    buckets[i][le] = value
-        side.histograms[key] = buckets
-    side.starts = _starts(client, side.selector, window)
-    span = window.count * window.slice_s
-    for key in ("messages", "bytes"):
-        found = client.query(render(EXPRESSIONS[key], side.selector, span), ends[-1])
-        side.totals[key] = found[0][1] if found else 0.0
+    for key, metric in BUCKETS.items():
+        raw = [
+            (float(labels.get("le", "nan")), samples, starts)
+            for labels, samples, starts in _labelled(client, side, metric, window)
+        ]
+        side.histograms[key] = counters.bucket_gains(raw, window.edges)
+    side.lag = backlog.read(client, side.selector, window.start, window.end)
+    side.series["lag"] = backlog.per_slice(side.lag, window.edges, max)
+    side.series["lag_end"] = backlog.per_slice(side.lag, window.edges, None)
     for figure, (record, scale) in RULES.items():
         found = client.query(record + "{" + side.selector + "}", ends[-1])
         if len(found) == 1:
             side.dashboard[figure] = found[0][1] * scale
 
 
-def _starts(client: Client, selector: str, window: Window) -> list[int]:
+def _labelled(
+    client: Client, side: Side, metric: str, window: Window
+) -> list[tuple[dict[str, str], counters.Samples, list[float]]]:
+    return counters.read(
+        client,
+        metric,
+        side.selector,
+        side.instances,
+        side.started,
+        (window.start - LOOKBACK_S, window.end),
+    )
+
+
+def _raw(
+    client: Client, side: Side, metric: str, window: Window
+) -> list[tuple[counters.Samples, list[float]]]:
+    return [(s, st) for _, s, st in _labelled(client, side, metric, window)]
+
+
+def _starts(client: Client, side: Side, window: Window) -> list[int]:
     """Per slice, the processes whose start time lies in it (a restart on the same
-    target, or a new one). Sampled at a fifth of a slice (at least 1 s), so a
-    process that lived shorter than that may be missed."""
-    step = max(1.0, window.slice_s / 5, (window.end - window.start) / MAX_POINTS)
+    target, or a new one); every start time seen per target goes to `side.started`
+    (from `LOOKBACK_S` before the window: the counters' resets). Sampled at a fifth
+    of a slice (at least 1 s), so a process that lived shorter than that may be
+    missed."""
+    begin = window.start - LOOKBACK_S
+    step = max(1.0, window.slice_s / 5, (window.end - begin) / MAX_POINTS)
     found = [0] * window.count
     counted: set[tuple[str, str, float]] = set()
     for labels, points in client.query_range(
-        render(STARTS, selector, window.slice_s), window.start, window.end, step
+        render(STARTS, side.selector, window.slice_s), begin, window.end, step
     ):
         target = (labels.get("job", ""), labels.get("instance", ""))
         for value in points.values():
             started = (*target, round(value, 3))
-            if started in counted or not window.start < value <= window.end:
+            if started in counted:
                 continue
             counted.add(started)
-            i = min(int((value - window.start) / window.slice_s), window.count - 1)
-            found[i] += 1
+            side.started.setdefault(target, []).append(value)
+            if window.start < value <= window.end and window.count:
+                i = min(int((value - window.start) / window.slice_s), window.count - 1)
+                found[i] += 1
     return found
 
 

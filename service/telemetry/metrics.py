@@ -118,6 +118,14 @@ class Metrics:
             ["topic", "partition"],
             registry=registry,
         )
+        self.group_lag = Gauge(
+            "worker_group_lag_messages",
+            "Log end minus the group's committed offset, per partition of the input "
+            "topic, as this worker reads it from the broker (every partition, held "
+            "by this worker or not).",
+            ["topic", "partition"],
+            registry=registry,
+        )
         self._dead_letters = Counter(
             "worker_dead_letters",
             "Messages written to the dead-letter topic, by reason.",

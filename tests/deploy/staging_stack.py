@@ -82,6 +82,8 @@ class Stack:
     prometheus: str
     sides: dict[str, list[Worker]]
     others: list[_Process] = field(default_factory=list)
+    topic: str = ""
+    loadgen_port: int = 0
 
     def processes(self) -> list[_Process]:
         workers = [w.process for ws in self.sides.values() for w in ws]
@@ -133,11 +135,38 @@ def config(sides: Mapping[str, list[int]], loadgen: int, own: int) -> dict[str, 
     return shipped
 
 
+def loadgen_env(
+    bootstrap: str, topic: str, rate: float, duration: float, port: int
+) -> dict[str, str]:
+    """The environment compose gives loadgen-a, for `topic` at `rate` msg/s."""
+    env = _base_env() | service_env(compose_services()["loadgen-a"])
+    env.update(
+        KAFKA_BOOTSTRAP_SERVERS=bootstrap,
+        LOADGEN_TOPIC=topic,
+        LOADGEN_CODEC=WIRE,
+        LOADGEN_PROFILE=SCHEMA,
+        LOADGEN_RATE=f"{rate:g}",
+        LOADGEN_DURATION=f"{duration:g}",
+        LOADGEN_METRICS_HOST="127.0.0.1",
+        LOADGEN_METRICS_PORT=str(port),
+    )
+    return env
+
+
 @contextlib.contextmanager
 def running(
-    bootstrap: str, tmp: Path, sides: Mapping[str, tuple[str, int]]
+    bootstrap: str,
+    tmp: Path,
+    sides: Mapping[str, tuple[str, int]],
+    *,
+    partitions: int = 2,
+    load: bool = True,
 ) -> Iterator[Stack]:
-    """Sides (name -> (codec, worker processes)) on one topic, scraped; stopped on exit."""
+    """Sides (name -> (codec, worker processes)) on one topic, scraped; stopped on exit.
+
+    With `load` False no load generator runs: the caller starts one
+    (`loadgen_env`, port `Stack.loadgen_port`, topic `Stack.topic`), and the stack
+    is ready once every worker is scraped and the groups hold every partition."""
     prometheus = shutil.which("prometheus")
     if prometheus is None:
         pytest.fail(
@@ -149,7 +178,8 @@ def running(
     ports = free_ports(count + 2)
     stack = Stack(f"http://127.0.0.1:{ports[-1]}", {})
     try:
-        create_topic(bootstrap, topic, 2)
+        create_topic(bootstrap, topic, partitions)
+        stack.topic = topic
         create_topic(bootstrap, f"{topic}.dlq", 1)
         at = 0
         for name, (codec, n) in sides.items():
@@ -172,22 +202,12 @@ def running(
                 worker.start()
                 stack.sides[name].append(worker)
                 at += 1
-        loadgen_env = _base_env() | service_env(services["loadgen-a"])
-        loadgen_env.update(
-            KAFKA_BOOTSTRAP_SERVERS=bootstrap,
-            LOADGEN_TOPIC=topic,
-            LOADGEN_CODEC=WIRE,
-            LOADGEN_PROFILE=SCHEMA,
-            LOADGEN_RATE=str(RATE),
-            LOADGEN_DURATION="900",
-            LOADGEN_METRICS_HOST="127.0.0.1",
-            LOADGEN_METRICS_PORT=str(ports[at]),
-        )
-        stack.others.append(
-            _Process.start(
-                "loadgen", _console_script("codec-loadgen"), loadgen_env, tmp
+        stack.loadgen_port = ports[at]
+        if load:
+            env = loadgen_env(bootstrap, topic, RATE, 900, ports[at])
+            stack.others.append(
+                _Process.start("loadgen", _console_script("codec-loadgen"), env, tmp)
             )
-        )
         targets = {n: [w.port for w in ws] for n, ws in stack.sides.items()}
         (tmp / "prometheus.yml").write_text(
             yaml.safe_dump(config(targets, ports[at], ports[-1]))
@@ -207,10 +227,24 @@ def running(
             )
         )
         stack.wait("Prometheus ready", lambda: get(f"{stack.prometheus}/-/ready"))
-        stack.wait(
-            "every worker scraped, handling messages",
-            lambda: len(stack.query("rate(worker_messages_total[5s]) > 0")) == count,
-        )
+        if load:
+            stack.wait(
+                "every worker scraped, handling messages",
+                lambda: (
+                    len(stack.query("rate(worker_messages_total[5s]) > 0")) == count
+                ),
+            )
+        else:
+            assigned = "sum by (side) (worker_assigned_partitions)"
+            stack.wait(
+                "every worker scraped, every partition assigned",
+                lambda: (
+                    len(stack.query('up{job="codec-worker"} == 1')) == count
+                    and [float(r["value"][1]) for r in stack.query(assigned)]
+                    == [partitions] * len(sides)
+                ),
+                timeout=120,
+            )
         yield stack
     finally:
         for worker in (w for ws in stack.sides.values() for w in ws):

@@ -17,6 +17,7 @@ from tests.faults import (
     scenarios_network as network,
     scenarios_poison as poison,
     scenarios_security as security,
+    scenarios_staging as staging,
     scenarios_stall as stall,
 )
 from tests.faults.harness import Env, Outcome
@@ -69,6 +70,7 @@ ENTRIES: Final = (
     Entry("N1 earliest", stall.added_partitions("earliest"), False),
     Entry("N1 latest", stall.added_partitions("latest"), False),
     Entry("L1", memory.l1_large_messages, False),
+    Entry("ST1", staging.st1_staging_crash, False),
 )
 """The full set: every entry. The fast set (CI, `pytest tests/faults`): the
 per-commit layer of RELIABILITY 6.4 in short variants, about 4 minutes on 2

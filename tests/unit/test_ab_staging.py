@@ -11,6 +11,7 @@ import io
 import json
 import math
 import random
+import re
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -23,9 +24,12 @@ import pytest
 
 from abrunner import cli
 from abrunner.report import compare, tables as report_module
-from abrunner.staging import cli as staging_cli, figures as sf
+from abrunner.staging import backlog, cli as staging_cli, counters, figures as sf
 from abrunner.staging.slices import (
+    BUCKETS,
+    COUNTERS,
     EXPRESSIONS,
+    GAUGES,
     HISTOGRAMS,
     INFO,
     INSTANCES,
@@ -37,12 +41,18 @@ from service.lifecycle.child_processes import free_ports
 
 START = 1_800_000_000.0
 SLICE = 10.0
+SCRAPE = 1.0
 A, B = 'side="A"', 'side="B"'
+JOB = "codec-worker"
 
 
 @dataclass
 class FakeSide:
-    """One side's per-slice figures (None: no data in that slice)."""
+    """One side's per-slice figures (None: no sample in that slice).
+
+    `lag` is the backlog at every step; `lag_at` overrides it at given seconds
+    after the window's start.
+    """
 
     codec: str = "json+pydantic"
     codecs: tuple[str, ...] = ()
@@ -50,10 +60,74 @@ class FakeSide:
     cpu_us: list[float] = field(default_factory=list)
     bytes_per_msg: float = 900.0
     lag: float = 10.0
+    lag_at: dict[int, float] = field(default_factory=dict)
+    e2e_s: dict[int, float] = field(default_factory=dict)
+    """Slice -> the latency of its messages (default 4 ms)."""
     starts: list[float] = field(default_factory=list)
     instance: str = "a:9100"
     consumer_errors: float = 0.0
     topic: str = "orders"
+
+    def increments(self, key: str) -> list[tuple[dict[str, str], list[float | None]]]:
+        """Per series of counter `key`: (labels, its gain per slice)."""
+        m = self.messages
+        per: dict[str, Any] = {
+            "messages": lambda i, x: x,
+            "bytes": lambda i, x: x * self.bytes_per_msg,
+            "cpu_seconds": lambda i, x: x * self.cpu_us[i] / 1e6,
+            "gc_seconds": lambda i, x: 0.001,
+            "gc_collections": lambda i, x: 2,
+            "decode_sum": lambda i, x: x / 32 * 20e-6,
+            "decode_count": lambda i, x: x / 32,
+        }
+        if key == "consumer_errors" and self.consumer_errors:
+            per[key] = lambda i, x: self.consumer_errors
+        labels = {"job": JOB, "instance": self.instance}
+        if key in per:
+            gains = [None if x is None else per[key](i, x) for i, x in enumerate(m)]
+            return [(labels, gains)]
+        if key in HISTOGRAMS:  # every message at 4 ms (e2e) or 20 us (decode)
+            found = []
+            bounds = ("0.005", "0.1", "60") if key == "e2e" else ("0.00002",)
+            for le in (*bounds, "+Inf"):
+                gains = [
+                    None
+                    if x is None
+                    else x
+                    if le == "+Inf"
+                    or key != "e2e"
+                    or self.e2e_s.get(i, 0.004) <= float(le)
+                    else 0.0
+                    for i, x in enumerate(m)
+                ]
+                found.append(({**labels, "le": le}, gains))
+            return found
+        return []  # dead letters, consumer errors: never created
+
+    def lag_now(self, at: float) -> float:
+        return self.lag_at.get(round(at - START), self.lag)
+
+
+def raw_samples(
+    gains: list[float | None],
+    starts: list[float] = (),  # type: ignore[assignment]
+) -> list[list[Any]]:
+    """A counter's raw samples from its gain per slice: one a second, the gain
+    spread evenly over the slice's scrapes, a sample before the window at 0; the
+    counter starts again from 0 at each of `starts` (a restart)."""
+    values: list[list[Any]] = [[START - 5, "0"]]
+    total = 0.0
+    per = round(SLICE / SCRAPE)
+    for i, gained in enumerate(gains):
+        if gained is None:
+            continue
+        for k in range(1, per + 1):
+            at = START + i * SLICE + k * SCRAPE
+            if any(at - SCRAPE < t <= at for t in starts):
+                total = 0.0
+            total += gained / per
+            values.append([at, repr(total)])
+    return values
 
 
 def side(
@@ -69,36 +143,65 @@ def side(
     )
 
 
+RAW = re.compile(r"^(\w+)\{(.*)\}\[(\d+)s\]$")
+"""An instant query of raw samples: `metric{selector}[Ns]`."""
+
+
 class Fake:
-    """The fake server's state: the sides by selector and the window's slices."""
+    """The fake server's state: the sides by selector and the window's slices.
+
+    `raw` overrides what the raw-sample queries answer: (metric, side) -> series.
+    """
 
     def __init__(self, sides: dict[str, FakeSide], n: int) -> None:
         self.sides, self.n = sides, n
         self.refuse: set[str] = set()
+        self.raw: dict[tuple[str, str], list[dict[str, Any]]] = {}
 
     def at(self, i: int) -> float:
         return START + (i + 1) * SLICE
 
-    def instant(self, query: str) -> list[dict[str, Any]]:
+    def instant(self, query: str) -> Any:
+        if (found := RAW.match(query)) is not None:
+            return "matrix", self._raw(found[1], found[2])
+        query = re.sub(r"\[[0-9]+m?s\]", f"[{self.n * SLICE:g}s]", query)
         for sel, s in self.sides.items():
             span = self.n * SLICE
             if query == render(INFO, sel, span):
                 if not any(m is not None for m in s.messages) and s.messages:
-                    return [_sample({"codec": s.codec, "schema": "medium"}, 1)]
+                    return "vector", [
+                        _sample({"codec": s.codec, "schema": "medium"}, 1)
+                    ]
                 codecs = s.codecs or (s.codec,)
-                return [_sample({"codec": c, "schema": "medium"}, 1) for c in codecs]
+                return "vector", [
+                    _sample({"codec": c, "schema": "medium"}, 1) for c in codecs
+                ]
             if query == render(TOPICS, sel, span):
-                return [_sample({"topic": s.topic, "partition": "0"}, 1)]
+                return "vector", [_sample({"topic": s.topic, "partition": "0"}, 1)]
             if query == render(INSTANCES, sel, span):
-                return [_sample({"job": "codec-worker", "instance": s.instance}, 1)]
-            total = sum(m for m in s.messages if m is not None)
-            if query == render(EXPRESSIONS["messages"], sel, span):
-                return [_sample({}, total)] if total else []
-            if query == render(EXPRESSIONS["bytes"], sel, span):
-                return [_sample({}, total * s.bytes_per_msg)] if total else []
+                return "vector", [_sample({"job": JOB, "instance": s.instance}, 1)]
+        return "vector", []
+
+    def _raw(self, metric: str, selector: str) -> list[dict[str, Any]]:
+        for sel, s in self.sides.items():
+            mine = sel == selector or (
+                metric.startswith("process_")
+                and re.escape(s.instance) in selector.replace("\\\\", "\\")
+            )
+            if not mine:
+                continue
+            if (metric, sel) in self.raw:
+                return self.raw[(metric, sel)]
+            key = next(
+                (k for k, v in {**COUNTERS, **BUCKETS}.items() if v == metric), ""
+            )
+            return [
+                {"metric": labels, "values": raw_samples(gains, s.starts)}
+                for labels, gains in s.increments(key)
+            ]
         return []
 
-    def ranged(self, query: str) -> list[dict[str, Any]]:
+    def ranged(self, query: str, start: float, end: float, step: float) -> list[Any]:
         for sel, s in self.sides.items():
             if query == render(STARTS, sel, SLICE):
                 points = [(START - 100, START - 100)] + [
@@ -106,46 +209,30 @@ class Fake:
                 ]  # (evaluated at, start time)
                 return [
                     {
-                        "metric": {"job": "codec-worker", "instance": s.instance},
+                        "metric": {"job": JOB, "instance": s.instance},
                         "values": [[at, str(v)] for at, v in points],
                     }
                 ]
-            for key, template in {**EXPRESSIONS, **HISTOGRAMS}.items():
-                if query == render(template, sel, SLICE):
-                    return self._series(s, key)
+            if query == backlog.LAG.replace("{S}", "{" + sel + "}"):
+                steps = round((end - start) / step)
+                times = [start + k * step for k in range(steps + 1)]
+                return [
+                    {"metric": {}, "values": [[t, str(s.lag_now(t))] for t in times]}
+                ]
+            for key in GAUGES:
+                if query == render(EXPRESSIONS[key], sel, SLICE):
+                    value = 80 * 2**20 if key == "rss_bytes" else 1
+                    return [
+                        {
+                            "metric": {},
+                            "values": [
+                                [self.at(i), str(value)]
+                                for i, m in enumerate(s.messages)
+                                if m is not None
+                            ],
+                        }
+                    ]
         raise AssertionError(f"unexpected query {query}")
-
-    def _series(self, s: FakeSide, key: str) -> list[dict[str, Any]]:
-        def values(fn: Any) -> list[list[Any]]:
-            return [
-                [self.at(i), str(fn(i, m))]
-                for i, m in enumerate(s.messages)
-                if m is not None
-            ]
-
-        if key in HISTOGRAMS:  # every message at 4 ms (e2e) or 20 us (decode)
-            le = "0.005" if key == "e2e" else "0.00002"
-            return [
-                {"metric": {"le": le}, "values": values(lambda i, m: m)},
-                {"metric": {"le": "+Inf"}, "values": values(lambda i, m: m)},
-            ]
-        fns = {
-            "messages": lambda i, m: m,
-            "bytes": lambda i, m: m * s.bytes_per_msg,
-            "cpu_seconds": lambda i, m: m * s.cpu_us[i] / 1e6,
-            "gc_seconds": lambda i, m: 0.001,
-            "gc_collections": lambda i, m: 2,
-            "decode_sum": lambda i, m: m / 32 * 20e-6,
-            "decode_count": lambda i, m: m / 32,
-            "rss_bytes": lambda i, m: 80 * 2**20,
-            "lag": lambda i, m: s.lag,
-            "processes": lambda i, m: 1,
-        }
-        if key == "consumer_errors" and s.consumer_errors:
-            return [{"metric": {}, "values": values(lambda i, m: s.consumer_errors)}]
-        if key not in fns:  # dead letters, consumer errors: never created
-            return []
-        return [{"metric": {}, "values": values(fns[key])}]
 
 
 def _sample(labels: dict[str, str], value: float) -> dict[str, Any]:
@@ -177,9 +264,11 @@ def prometheus() -> Iterator[tuple[str, list[Fake]]]:
                 return self._send(400, {"status": "error", "error": "parse error"})
             data: Any
             if url.path.endswith("/query_range"):
-                data = {"resultType": "matrix", "result": fake.ranged(query)}
+                times = [float(params[k]) for k in ("start", "end", "step")]
+                data = {"resultType": "matrix", "result": fake.ranged(query, *times)}
             elif url.path.endswith("/query"):
-                data = {"resultType": "vector", "result": fake.instant(query)}
+                kind, result = fake.instant(query)
+                data = {"resultType": kind, "result": result}
             else:  # /series: every selector the fake knows exists somewhere
                 known = any(sel in query for sel in fake.sides)
                 data = [{"__name__": "worker_info"}] if known else []
@@ -338,7 +427,7 @@ class TestWarnings:
         for words in (
             "message rates differ",
             "payload bytes per message differ",
-            "side B had no data in 2 of 12 slices",
+            "side B handled no message in 2 of 12 slices (slice 4-5",
             "side B restarted",
             "side B lagged",
             "fell behind",
@@ -349,6 +438,240 @@ class TestWarnings:
         assert report["staging"]["usable"] == 10
         assert report["staging"]["same_messages"] is False
         assert report["staging"]["sides"][1]["restarts"] == 1
+
+
+RATE_EACH = 800.0
+"""msg/s of each of side B's three workers in the recorded burst."""
+KILLED_AT, RESTARTED_AT = 35.4, 50.2
+"""Seconds after START: worker 2 killed (kill -9), and started again."""
+BURST_TOTAL = 2 * 90 * RATE_EACH + 25 * RATE_EACH + 40_000 + 49 * RATE_EACH
+"""What the counters recorded: two workers 90 s at 800 msg/s; the third 25 s
+before its kill, a 40,000-message catch-up in its first scrape after the restart,
+then 49 s more."""
+
+
+def burst() -> list[dict[str, Any]]:
+    """A Prometheus range-query answer for side B's `worker_messages_total`: three
+    workers scraped every second from START - 5 s to START + 130 s, traffic from
+    START + 10 s to START + 100 s; worker 2 killed at 35.4 s and restarted at 50.2 s,
+    its first scrape after the restart holding a 40,000-message catch-up, a value
+    above its last one before the kill (the reset shows in its start time only)."""
+    found = []
+    for w in range(3):
+        values, total = [], 0.0
+        for t in range(-5, 131):
+            if w == 2 and KILLED_AT < t < RESTARTED_AT:
+                continue  # down: no scrape
+            if w == 2 and t == 51:
+                total = 40_000.0
+            elif 10 < t <= 100:
+                total += RATE_EACH
+            values.append([START + t, repr(total)])
+        labels = {"job": JOB, "instance": f"w{w}:9100", "outcome": "ok"}
+        found.append({"metric": labels, "values": values})
+    return found
+
+
+class TestSlicesAddUp:
+    """Slice counts from the counters' raw samples sum to the counters' totals
+    wherever the slices fall (issue 31, item 1)."""
+
+    def series(self) -> list[tuple[list[tuple[float, float]], list[float]]]:
+        starts = {"w2:9100": [START + RESTARTED_AT]}
+        return [
+            (
+                [(float(t), float(v)) for t, v in s["values"]],
+                starts.get(s["metric"]["instance"], []),
+            )
+            for s in burst()
+        ]
+
+    @pytest.mark.parametrize("offset", range(int(SLICE)))
+    def test_every_start_offset_gives_the_counters_totals(self, offset: int) -> None:
+        edges = [START + offset + i * SLICE for i in range(12)]
+        found = counters.summed_gains(self.series(), edges)
+        assert found is not None
+        assert math.fsum(found) == pytest.approx(BURST_TOTAL, abs=1e-6)
+        assert max(found) >= 40_000  # the catch-up, whole, in one slice
+
+    def test_a_reset_shows_in_a_drop_or_a_start_time(self) -> None:
+        samples = [(0.0, 100.0), (1.0, 30.0), (2.0, 40.0), (3.0, 200.0)]
+        assert counters.gains(samples, [0.0, 3.0]) == [200.0]  # drop: 30 + 10 + 160
+        assert counters.gains(samples, [0.0, 3.0], [2.5]) == [240.0]  # 30 + 10 + 200
+
+    def test_a_series_born_in_the_window_counts_from_zero(self) -> None:
+        assert counters.gains([(5.0, 70.0), (6.0, 90.0)], [0.0, 10.0]) == [90.0]
+        assert counters.gains([(-1.0, 70.0), (6.0, 90.0)], [0.0, 10.0]) == [20.0]
+
+    @pytest.mark.parametrize("offset", [0, 1, 3, 7, 9])
+    def test_the_report_totals_do_not_move_with_the_start(
+        self, offset: int, prometheus: tuple[str, list[Fake]], tmp_path: Path
+    ) -> None:
+        """Through the command: --start moved by `offset` s, the same totals."""
+        url, holder = prometheus
+        a, b = side("json+pydantic", 20, 13, 1), side("msgspec-json", 7, 13, 2)
+        b.instance, b.starts = "w2:9100", [START + RESTARTED_AT]
+        fake = Fake({A: a, B: b}, 11)
+        fake.raw[("worker_messages_total", B)] = burst()
+        holder.append(fake)
+        begin = START + offset
+        status, _out, err, report = run(
+            url, tmp_path, 11, "--start", str(begin), "--end", str(begin + 110)
+        )
+        assert status == 0, err
+        handled = [
+            r["processed"]
+            for r in report["staging"]["slice_results"]
+            if r["codec"][0] == "B"
+        ]
+        assert sum(handled) == pytest.approx(BURST_TOTAL, abs=2)
+        assert f"B {BURST_TOTAL:,.0f}." in report["staging"]["window_note"]
+
+
+class TestBacklog:
+    """The backlog over the whole window, and the stalls it shows (item 2)."""
+
+    def test_a_backlog_between_slice_ends_is_warned_with_size_and_time(
+        self, prometheus: tuple[str, list[Fake]], tmp_path: Path
+    ) -> None:
+        url, holder = prometheus
+        a, b = side("json+pydantic", 20, 16, 1), side("msgspec-json", 7, 16, 2)
+        b.lag_at = {t: 1000.0 * (t - 60) for t in range(61, 76)}  # 14,000 at 74 s
+        b.e2e_s = {6: 30.0, 7: 30.0}
+        holder.append(Fake({A: a, B: b}, 16))
+        status, out, err, report = run(url, tmp_path, 16)
+        assert status == 0, err
+        warned = "\n".join(report["staging"]["warnings"])
+        assert "side B lagged: its backlog peaked at 15,000 messages at" in warned
+        assert "08:01:15 UTC (15.0 s of its traffic at 1,000 msg/s)" in warned
+        assert "from 08:01:02 to 08:01:15 (slice 7-8)" in warned
+        assert "(blocks holding it: 2 of 4)" in report["staging"]["stalls"]["B"]
+        md = (tmp_path / "staging" / "report.md").read_text()
+        assert cell(md, "B: msgspec-json", "status").startswith(
+            "STALLED, caught up by the window's end"
+        )
+        assert "Without those blocks, B/A is: p99 ms" in out
+
+    def test_a_side_that_handled_nothing_is_a_stall(
+        self, prometheus: tuple[str, list[Fake]], tmp_path: Path
+    ) -> None:
+        url, holder = prometheus
+        a, b = side("json+pydantic", 20, 16, 1), side("msgspec-json", 7, 16, 2)
+        b.messages[6] = 0.0
+        holder.append(Fake({A: a, B: b}, 16))
+        status, _out, err, report = run(url, tmp_path, 16)
+        assert status == 0, err
+        warned = "\n".join(report["staging"]["warnings"])
+        assert "side B handled no message in 1 of 16 slices (slice 7" in warned
+        assert "side A handled 10,000 in them" in warned
+        assert (
+            "handled no message in slice 7 (from 08:01:00)"
+            in report["staging"]["stalls"]["B"]
+        )
+
+
+def cell(md: str, row: str, header: str) -> str:
+    """The cell of report.md's first table row starting `| row` under `header`."""
+    lines = md.splitlines()
+    for k, line in enumerate(lines):
+        if line.startswith("| codec |"):
+            headers = [h.strip() for h in line.strip("|").split("|")]
+            for body in lines[k + 2 :]:
+                if body.startswith(f"| {row}"):
+                    cells = [c.strip() for c in body.strip("|").split("|")]
+                    return cells[headers.index(header)]
+    raise AssertionError(f"no row {row} under {header}")
+
+
+class TestLinesTrue:
+    """Every line of the report says what the data shows (issue 31, item 3)."""
+
+    def fake(self, n: int = 16) -> tuple[FakeSide, FakeSide]:
+        return side("json+pydantic", 20, n, 1), side("msgspec-json", 7, n, 2)
+
+    def test_a_slice_where_a_side_handled_nothing_is_not_with_data(
+        self, prometheus: tuple[str, list[Fake]], tmp_path: Path
+    ) -> None:
+        url, holder = prometheus
+        a, b = self.fake()
+        b.messages[5] = 0.0  # the series is there; the counter did not move
+        holder.append(Fake({A: a, B: b}, 16))
+        status, out, err, report = run(url, tmp_path, 16)
+        assert status == 0, err
+        assert report["staging"]["usable"] == 15
+        assert "15 in which both sides handled messages" in out
+        assert report["staging"]["sides"][1]["slices_without_data"] == 1
+
+    def test_the_cores_column_states_its_target_rate(
+        self, prometheus: tuple[str, list[Fake]], tmp_path: Path
+    ) -> None:
+        url, holder = prometheus
+        a, b = self.fake()
+        a.messages[0] = 5000.0  # a slow first slice must not set the rate
+        holder.append(Fake({A: a, B: b}, 16))
+        status, _out, err, _ = run(url, tmp_path, 16)
+        assert status == 0, err
+        md = (tmp_path / "staging" / "report.md").read_text()
+        assert "cores at 969 msg/s" in md and "traffic's rate" in md
+        status, _out, err, _ = run(url, tmp_path, 16, "--target-rate", "2500")
+        assert status == 0, err
+        md = (tmp_path / "staging" / "report.md").read_text()
+        assert "cores at 2,500 msg/s" in md and "(`--target-rate`)" in md
+
+    def test_the_columns_have_a_legend(
+        self, prometheus: tuple[str, list[Fake]], tmp_path: Path
+    ) -> None:
+        url, holder = prometheus
+        holder.append(Fake(dict(zip((A, B), self.fake(), strict=True)), 16))
+        status, _out, err, _ = run(url, tmp_path, 16)
+        assert status == 0, err
+        md = (tmp_path / "staging" / "report.md").read_text()
+        assert "- `decode us`: the median" in md
+        assert "- `decode % of CPU`: the mean" in md
+        assert "- `CPU us/msg`: summed CPU seconds over summed messages" in md
+
+    def test_one_ratio_per_figure(
+        self, prometheus: tuple[str, list[Fake]], tmp_path: Path
+    ) -> None:
+        url, holder = prometheus
+        a, b = self.fake()
+        a.cpu_us = [20.0] * 16
+        b.cpu_us = [5.0] * 4 + [10.0] * 4 + [7.0] * 4 + [9.0] * 4
+        holder.append(Fake({A: a, B: b}, 16))
+        status, _out, err, report = run(url, tmp_path, 16)
+        assert status == 0, err
+        paired = verdicts(report)["cpu_us_per_msg"]["ratio"]
+        assert paired == pytest.approx((5 * 10 * 7 * 9 / 20**4) ** 0.25, rel=1e-3)
+        md = (tmp_path / "staging" / "report.md").read_text()
+        assert f"({paired:.2f}x)" in cell(md, "B: msgspec-json", "CPU us/msg")
+        assert f"| CPU us/msg | {paired:.2f}x |" in md
+
+    def test_the_window_as_analysed_says_what_was_left_out(
+        self, prometheus: tuple[str, list[Fake]], tmp_path: Path
+    ) -> None:
+        url, holder = prometheus
+        holder.append(Fake(dict(zip((A, B), self.fake(), strict=True)), 16))
+        status, out, err, _ = run(
+            url, tmp_path, 16, "--end", str(START + 16 * SLICE + 3)
+        )
+        assert status == 0, err
+        for text in (out, (tmp_path / "staging" / "report.md").read_text()):
+            assert "the last 3.0 s" in text and "left out" in text
+
+    def test_a_stall_is_shown_beside_the_latency_ratios(
+        self, prometheus: tuple[str, list[Fake]], tmp_path: Path
+    ) -> None:
+        url, holder = prometheus
+        a, b = self.fake()
+        b.lag = 50_000.0  # 50 s of B's 1,000 msg/s
+        holder.append(Fake({A: a, B: b}, 16))
+        status, out, err, _ = run(url, tmp_path, 16)
+        assert status == 0, err
+        p99 = next(line for line in out.splitlines() if line.startswith("| p99 ms"))
+        assert "includes side B's stall" in p99, p99
+        cpu = next(line for line in out.splitlines() if line.startswith("| CPU us"))
+        assert "stall" not in cpu
+        assert "Side B stalled" in out
 
 
 class TestErrors:
