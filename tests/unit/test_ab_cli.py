@@ -15,6 +15,7 @@ from abrunner import cli
 from abrunner.config import AbSettings
 from abrunner.lab import inprocess_bench, runner
 from abrunner.plan import Case, Plan, Profile
+from abrunner.report import terminal
 from abrunner.report.tables import markdown_table, read, tables
 from abrunner.results import CaseResult
 from schemas.errors import RunnerError
@@ -170,7 +171,7 @@ class TestTerminalTables:
     def test_piped(self) -> None:
         written = report(repeat=1)
         out = io.StringIO()
-        cli.print_tables(written, out)
+        terminal.print_tables(written, out)
         lines = out.getvalue().splitlines()
         for _profile, headers, body in tables(written):
             table = markdown_table(headers, body)
@@ -182,7 +183,7 @@ class TestTerminalTables:
     def test_terminal(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("COLUMNS", "400")
         out = Terminal()
-        cli.print_tables(report(repeat=1), out)
+        terminal.print_tables(report(repeat=1), out)
         text = out.getvalue()
         assert "Profile medium" in text and "msgspec-msgpack" in text
         assert "| --- |" not in text and "━" in text  # rich's rules, not Markdown
@@ -192,7 +193,7 @@ class TestTerminalTables:
 
 def _printed(written: Any) -> str:
     out = io.StringIO()
-    cli.print_tables(written, out)
+    terminal.print_tables(written, out)
     return out.getvalue()
 
 

@@ -11,10 +11,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from abrunner import cli
 from abrunner.lab.case_figures import figures
 from abrunner.plan import Case, Profile
-from abrunner.report import decisions, decode_share, tables as abreport
+from abrunner.report import decisions, decode_share, tables as abreport, terminal
 from abrunner.results import CaseResult, Report
 from abrunner.staging import cli as staging_cli
 from tests.unit.test_ab_measure import snapshot
@@ -155,13 +154,13 @@ class TestNote:
         assert "run at that rate" in md
         assert "The verdict" not in md  # no intervals with 2 repeats
         out = io.StringIO()
-        cli.print_tables(at(2_000, report(low())), out)
+        terminal.print_tables(at(2_000, report(low())), out)
         assert "Decoding is a small share of the CPU" in out.getvalue()
 
     def test_absent_at_high_share(self) -> None:
         assert "small share" not in abreport.markdown(report(high()))
         out = io.StringIO()
-        cli.print_tables(report(high()), out)
+        terminal.print_tables(report(high()), out)
         assert "small share" not in out.getvalue()
 
     def test_every_codec_must_be_low(self) -> None:

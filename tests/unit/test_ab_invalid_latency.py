@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import io
 
-from abrunner import cli
 from abrunner.lab.case_figures import E2E_INVALID, figures
 from abrunner.lab.worker_probe import Snapshot, parse
 from abrunner.plan import Case, Profile
-from abrunner.report import tables as abreport
+from abrunner.report import tables as abreport, terminal
 from tests.unit.test_ab_report import RESULTS, report, result
 
 
@@ -19,7 +18,7 @@ def test_shown_only_when_non_zero() -> None:
     assert "**Invalid latencies**" in md
     assert "`protobuf` on `medium` (repeat 1): 1,234" in md
     out = io.StringIO()
-    cli.print_tables(report(skewed), out)
+    terminal.print_tables(report(skewed), out)
     assert "`protobuf` on `medium` (repeat 1): 1,234" in out.getvalue()
 
 

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from abrunner import cli
 from abrunner.lab.processes import LoadgenProcess
 from abrunner.plan import Profile
-from abrunner.report import rejections, tables as abreport
+from abrunner.report import rejections, tables as abreport, terminal
 from abrunner.results import CaseResult
 from schemas.errors import RunnerError
 from tests.unit.test_ab_report import report, result
@@ -171,7 +170,7 @@ def test_report_md_and_json_list_every_reason(tmp_path: Path) -> None:
 def test_the_terminal_cuts_and_says_where_the_rest_are() -> None:
     written = report(_five(), repeat=1)
     out = io.StringIO()
-    cli.print_tables(written, out)
+    terminal.print_tables(written, out)
     text = out.getvalue()
     where = f"listed in {Path('ab-results') / 'report.md'}"
     assert "record: decode: malformed JSON in 1 message" not in text
