@@ -207,6 +207,9 @@ def markdown(report: Report) -> str:
         "summed CPU / summed messages); RSS is per process. Loss is not checked "
         "here (the lab run reads its x-seq back); dead letters are counted.",
         "",
+        *sections.answer_section(report),
+        "## Sides",
+        "",
         "| side | selector | codec | schema | worker processes | restarts | "
         "slices with no message handled | consumer errors | topics |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -270,6 +273,7 @@ def print_report(report: Report, out: TextIO) -> None:
     info = report.staging
     assert info is not None  # noqa: S101
     parts = [
+        "\n".join(sections.answer_section(report)).strip(),
         info.window_note,
         sections.comparability_section(info),
         "\n".join(sections.figures_table(report)),

@@ -225,3 +225,67 @@ def ratios_section(report: Report) -> str:
     for side, note in sorted(info.stalls.items()):
         lines += ["", f"**Side {side} stalled**: {note}"]
     return "\n".join(lines)
+
+
+def answer_section(report: Report) -> list[str]:
+    """The staging report's answer, first: side B against side A in one sentence
+    (CPU per message and cores at the rate, p99, RSS, dead letters, each paired B/A
+    with its interval and verdict), then what may make the comparison unsafe."""
+    info = report.staging
+    assert info is not None  # noqa: S101
+    a, b = info.sides
+    rows = next(iter(report.summary.values()), {})
+    row_a, row_b = rows.get(f"A: {a.codec}"), rows.get(f"B: {b.codec}")
+    head = f"**{b.codec}** (side B) instead of `{a.codec}` (side A)"
+    lines = ["## The answer", ""]
+    if row_a is None or row_b is None:
+        return [*lines, f"{head}: no comparison, a side handled no message.", ""]
+    paired = {r.figure: r for r in report.ratios}
+    parts = []
+    for figure, what, unit, fmt in _SAID:
+        new, old = row_b.median(figure), row_a.median(figure)
+        if new is None or old is None:
+            continue
+        text = f"{what} {fmt.format(new)}{unit} against {fmt.format(old)}"
+        ratio = paired.get(figure)
+        if ratio is not None and ratio.low is not None and ratio.high is not None:
+            text += (
+                f" ({_x(ratio.ratio)}; 95 % interval {_x(ratio.low)} to "
+                f"{_x(ratio.high)}: {ratio.verdict}"
+            )
+            stalled = ", ".join(sorted(info.stalls))
+            text += (
+                f"; includes side {stalled}'s stall)"
+                if stalled and (figure in STALLED)
+                else ")"
+            )
+        elif ratio is not None:
+            text += f" ({_x(ratio.ratio)}, no interval: too few slices)"
+        if figure == "cpu_us_per_msg":
+            cores_a, cores_b = (
+                row_a.median("cores_at_target"),
+                row_b.median("cores_at_target"),
+            )
+            if cores_a is not None and cores_b is not None and report.target_rate:
+                text += (
+                    f", {cores_b:.2f} of a core at {report.target_rate:,.0f} msg/s "
+                    f"against {cores_a:.2f}"
+                )
+        parts.append(text)
+    parts.append(
+        f"dead-lettered {row_b.dead_lettered:,} against {row_a.dead_lettered:,}"
+    )
+    lines += [f"{head}: " + "; ".join(parts) + ".", ""]
+    cautions = [*(f"Side {s} stalled: {n}" for s, n in sorted(info.stalls.items()))]
+    cautions += info.warnings
+    if cautions:
+        lines += ["Before you act on it:", "", *(f"- {c}" for c in cautions), ""]
+    return lines
+
+
+_SAID: Final = (
+    ("cpu_us_per_msg", "CPU per message", " us", "{:.1f}"),
+    ("e2e_p99_ms", "p99 latency", " ms", "{:.1f}"),
+    ("rss_steady_mb", "RSS per process", " MB", "{:.0f}"),
+)
+"""The figures the staging answer states: (key, words, unit, format)."""

@@ -372,6 +372,33 @@ class TestVerdicts:
         assert report_module.main([str(tmp_path / "staging")]) == 2  # never redrawn
         assert (tmp_path / "staging" / "report.json").read_bytes() == before
 
+    def test_the_report_opens_with_the_answer(
+        self, prometheus: tuple[str, list[Fake]], tmp_path: Path
+    ) -> None:
+        url, holder = prometheus
+        holder.append(
+            Fake(
+                {
+                    A: side("json+pydantic", 20, 16, 1),
+                    B: side("msgspec-json", 7, 16, 2),
+                },
+                16,
+            )
+        )
+        status, out, err, _ = run(url, tmp_path, 16)
+        assert status == 0, err
+        md = (tmp_path / "staging" / "report.md").read_text()
+        assert md.index("## The answer") < md.index("## Sides") < md.index("## Ratios")
+        said = next(x for x in md.splitlines() if x.startswith("**msgspec-json**"))
+        assert said.startswith(
+            "**msgspec-json** (side B) instead of `json+pydantic` (side A): CPU per "
+            "message 7."
+        )
+        assert " us against 20.0 (0.35x; 95 % interval" in said
+        assert ": better)" in said and "p99 latency" in said and "RSS" in said
+        assert "dead-lettered 0 against 0" in said
+        assert out.lstrip().startswith("## The answer")
+
     def test_a_a_has_no_detectable_difference(
         self, prometheus: tuple[str, list[Fake]], tmp_path: Path
     ) -> None:
@@ -672,6 +699,9 @@ class TestLinesTrue:
         cpu = next(line for line in out.splitlines() if line.startswith("| CPU us"))
         assert "stall" not in cpu
         assert "Side B stalled" in out
+        answer = out.split("## The answer", 1)[1].split("\n## ", 1)[0]
+        assert "includes side B's stall" in answer
+        assert "Before you act on it:" in answer and "- Side B stalled" in answer
 
 
 class TestErrors:
