@@ -96,7 +96,7 @@ CODECS: Final[dict[CodecName, _Factory | None]] = {
     "orjson+pydantic": lambda s: OrjsonPydanticCodec(s.model),
     "msgspec-json": lambda s: MsgspecJsonCodec(s.struct),
     "msgspec-msgpack": lambda s: MsgspecMsgpackCodec(s.struct),
-    "protobuf": lambda s: ProtobufCodec(s.proto),
+    "protobuf": lambda s: ProtobufCodec(s.proto, getattr(s, "shape", None)),
     "flatbuffers": lambda s: _flatbuffers(s),
     "capnp": lambda s: _capnp(s),
     "avro": lambda s: _avro(s),
