@@ -65,6 +65,10 @@ TEXT_FOREIGN: Final = ("capnp", "avro", "protobuf", "flatbuffers")
 made the user's type again: at decode (msgspec's dec_hook, in Cap'n Proto's and
 Avro's conversion to the Struct), or when read (protobuf's reading, FlatBuffers'
 view)."""
+FLATBUFFERS_UNION_INSIDE: Final = (
+    "a FlatBuffers union inside a vector or map is not read by the Python runtime "
+    "here (a union field of a table is)"
+)
 NAIVE_REASON: Final = (
     "a protobuf Timestamp is an instant: it never equals a naive datetime"
 )
@@ -296,6 +300,8 @@ def _list(shape: TypeShape, codec: str, fmt: str) -> list[str]:
         )
     elif codec in BINARY_CODECS and shape.container == "tuple":
         out.append(f"{fmt} decodes a tuple as a list (its {_LISTS[codec]})")
+    if codec == "flatbuffers" and isinstance(shape.item, UnionOf):
+        out.append(FLATBUFFERS_UNION_INSIDE)
     if codec == "protobuf" and isinstance(shape.item, ListOf | MapOf | TupleOf):
         out.append(
             "a list or map inside a list needs a wrapper message in protobuf, and "
@@ -312,6 +318,8 @@ def _map(shape: TypeShape, codec: str, fmt: str) -> list[str]:
     if codec in BINARY_CODECS and not _key_carried(key, codec):
         allowed = _KEYS.get(codec, "str or int")
         out.append(f"{fmt} map keys are {allowed} here, not {describe(key)}")
+    if codec == "flatbuffers" and isinstance(shape.value, UnionOf):
+        out.append(FLATBUFFERS_UNION_INSIDE)
     if codec == "protobuf" and isinstance(shape.value, ListOf | MapOf | TupleOf):
         out.append(
             "a list or map inside a map needs a wrapper message in protobuf, and "
