@@ -14,7 +14,8 @@
 | `auto` | chosen per message by the `content-type` header | any |
 
 `base` holds the interface and the one place library errors become `DecodeError`;
-`views` the lazy views of the zero-copy readers; one module per codec family stands
+`views` the lazy views of the zero-copy readers, `protobuf_unions` a union's oneof
+wrapper; one module per codec family stands
 on them (`msgspec_codec`, `pydantic_json`, `protobuf_codec`, `avro_codec`,
 `capnp_codec`, and `flatbuffers/`, a subpackage for its generator, layout and
 verifier); `convert` and `auto` on those; this registry on top. The package may
