@@ -14,7 +14,8 @@
 | `auto` | chosen per message by the `content-type` header | any |
 
 `base` holds the interface and the one place library errors become `DecodeError`;
-`views` the lazy views of the zero-copy readers; one module per codec family stands
+`views` the lazy views of the zero-copy readers, `protobuf_unions` a union's oneof
+wrapper; one module per codec family stands
 on them (`msgspec_codec`, `pydantic_json`, `protobuf_codec`, `avro_codec`,
 `capnp_codec`, and `flatbuffers/`, a subpackage for its generator, layout and
 verifier); `convert` and `auto` on those; this registry on top. The package may
@@ -96,7 +97,7 @@ CODECS: Final[dict[CodecName, _Factory | None]] = {
     "orjson+pydantic": lambda s: OrjsonPydanticCodec(s.model),
     "msgspec-json": lambda s: MsgspecJsonCodec(s.struct),
     "msgspec-msgpack": lambda s: MsgspecMsgpackCodec(s.struct),
-    "protobuf": lambda s: ProtobufCodec(s.proto),
+    "protobuf": lambda s: ProtobufCodec(s.proto, getattr(s, "shape", None)),
     "flatbuffers": lambda s: _flatbuffers(s),
     "capnp": lambda s: _capnp(s),
     "avro": lambda s: _avro(s),

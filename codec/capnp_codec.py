@@ -47,8 +47,10 @@ from schemas.shape import (
     MessageShape,
     Scalar,
     TypeShape,
+    UnionOf,
     messages,
 )
+from schemas.unions import member_names, union_tags
 
 S = TypeVar("S", bound=msgspec.Struct)
 
@@ -200,6 +202,12 @@ class _Reader:
     def value(self, shape: TypeShape) -> Read:
         if isinstance(shape, MessageShape):
             return self.message(shape)
+        if isinstance(shape, UnionOf):  # the wrapper struct: its set member
+            by_name = {
+                capnp_name(n): self.value(m)
+                for m, n in zip(shape.members, member_names(shape), strict=True)
+            }
+            return lambda v: by_name[(w := v.which())](getattr(v, w))
         if isinstance(shape, ListOf):
             item = self.value(shape.item)
             return lambda v: [item(x) for x in v]
@@ -229,7 +237,9 @@ def _fill(b: Any, msg: MessageShape, obj: Any, form: CapnpForm, module: Any) -> 
 def _set(
     b: Any, name: str, shape: TypeShape, value: Any, form: CapnpForm, module: Any
 ) -> None:
-    if isinstance(shape, MessageShape):
+    if isinstance(shape, UnionOf):
+        _set_union(b.init(name), shape, value, form, module)
+    elif isinstance(shape, MessageShape):
         _fill(b.init(name), shape, value, form, module)
     elif isinstance(shape, MapOf):
         entries = b.init(name, len(value))
@@ -247,7 +257,9 @@ def _set(
 def _set_item(
     items: Any, i: int, shape: TypeShape, value: Any, form: CapnpForm, module: Any
 ) -> None:
-    if isinstance(shape, MessageShape):
+    if isinstance(shape, UnionOf):
+        _set_union(items[i], shape, value, form, module)
+    elif isinstance(shape, MessageShape):
         _fill(items[i], shape, value, form, module)
     elif isinstance(shape, ListOf):
         inner = items.init(i, len(value))
@@ -255,6 +267,38 @@ def _set_item(
             _set_item(inner, j, shape.item, v, form, module)
     else:
         items[i] = _plain(shape, value)
+
+
+def _set_union(
+    b: Any, shape: UnionOf, value: Any, form: CapnpForm, module: Any
+) -> None:
+    """Set the member `value` is in a union's wrapper struct: by its tag, else by
+    its Python type (a union of distinct scalars: `schemas.unions`)."""
+    names = member_names(shape)
+    if shape.tag_field is not None:
+        tag = getattr(value, shape.tag_field)
+        i = union_tags(shape).index(getattr(tag, "value", tag))
+    else:
+        i = next(
+            i
+            for i, m in enumerate(shape.members)
+            if isinstance(m, Scalar) and _is_kind(value, m.kind)
+        )
+    _set(b, capnp_name(names[i]), shape.members[i], value, form, module)
+
+
+def _is_kind(value: Any, kind: str) -> bool:
+    if isinstance(value, bool):
+        return kind == "bool"
+    return isinstance(value, _KIND_TYPES.get(kind, ()))
+
+
+_KIND_TYPES: Final[dict[str, type]] = {
+    "int": int,
+    "float": float,
+    "str": str,
+    "bytes": bytes,
+}
 
 
 def _plain(shape: TypeShape, value: Any) -> Any:

@@ -26,6 +26,6 @@ def native_to_builtins(obj: Any) -> dict[str, Any]:
     if isinstance(obj, Message):
         return message_to_builtins(obj)
     if isinstance(obj, LazyView):  # a FlatBuffers view: read, then as msgspec has it
-        out = msgspec.to_builtins(view_to_python(obj))
+        out = msgspec.to_builtins(view_to_python(obj), enc_hook=str)  # text types
         return out
     raise TypeError(f"not a native message object: {type(obj).__name__}")

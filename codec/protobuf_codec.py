@@ -18,6 +18,8 @@ from google.protobuf.internal import api_implementation
 from google.protobuf.message import Message
 
 from codec.base import PROTOBUF, as_encode_error, safe_decode
+from codec.protobuf_unions import Wrapping, is_wrapper, member_of
+from schemas.shape import MessageShape
 
 P = TypeVar("P", bound=Message)
 
@@ -36,6 +38,11 @@ def _value_to_builtins(field: Any, value: Any) -> Any:
         return value
     if message_type.full_name == "google.protobuf.Timestamp":
         return msgspec.to_builtins(value.ToDatetime(tzinfo=datetime.UTC))
+    if is_wrapper(message_type):  # a union: its member, as the other codecs hold it
+        name, member = member_of(value)
+        if name is None:
+            return None
+        return _value_to_builtins(message_type.fields_by_name[name], member)
     return message_to_builtins(value)
 
 
@@ -84,13 +91,18 @@ def _wire_keys(descriptor: Any) -> tuple[str, ...]:
 
 
 class ProtobufCodec(Generic[P]):
-    """`Message.FromString` / `SerializeToString` of one generated class."""
+    """`Message.FromString` / `SerializeToString` of one generated class.
+
+    `shape`, when given, is the message's shape: its unions are wrapped into their
+    oneof messages by `from_builtins` (`codec.protobuf_unions`).
+    """
 
     name = "protobuf"
     content_type = PROTOBUF
 
-    def __init__(self, message: type[P]) -> None:
+    def __init__(self, message: type[P], shape: MessageShape | None = None) -> None:
         self._message = message
+        self._wrap = None if shape is None else Wrapping().value(shape)
         self.native_type = message
         self.decode_unchecked = message.FromString
 
@@ -107,4 +119,6 @@ class ProtobufCodec(Generic[P]):
         return message_to_builtins(obj)
 
     def from_builtins(self, data: dict[str, Any], /) -> P:
+        if self._wrap is not None:
+            data = self._wrap(data)
         return json_format.ParseDict(data, self._message())

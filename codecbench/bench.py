@@ -23,7 +23,7 @@ from typing import Any, Final, cast
 
 import msgspec
 
-from codec import REAL_CODECS, Codec, CodecName, get_codec
+from codec import REAL_CODECS, Codec, CodecName, codec_refusal, get_codec
 from codec.protobuf_codec import protobuf_backend
 from codecbench.allocation import malloc_held, traced
 from codecbench.results import (
@@ -45,9 +45,12 @@ from codecbench.sampling import (
 from loadgen.payloads import DEFAULT_LARGE_BYTES, make_payloads
 from schemas.errors import ConfigError
 from schemas.registry import SCHEMA_NAMES, SCHEMAS, SchemaName
+from schemas.shape import MessageShape
+from schemas.user import synthetic
+from schemas.user.loader import UserSchema, load_schema
 from schemas.wire_shape import shape_of
 from service import __version__
-from service.logic.builtin import _LOGIC
+from service.logic.builtin import _LOGIC, _user_logic
 from service.logic.field_reader import read_every_field
 from service.logic.named_fields import field_paths, read_named_fields
 
@@ -73,15 +76,29 @@ class Pool:
     """One profile's seeded payloads, stored as MessagePack until a codec needs them.
 
     Args:
-        schema: the profile.
+        schema: the profile, or a user's schema (`--schemas`): its synthetic
+            payloads, its logic reading every field, named by its class.
         method: size, seed and `large` size of the pool.
     """
 
-    def __init__(self, schema: SchemaName, method: Method) -> None:
-        self.schema = schema
-        payloads = make_payloads(
-            schema, method.pool_size, seed=method.seed, large_bytes=method.large_bytes
-        )
+    def __init__(self, schema: SchemaName | UserSchema, method: Method) -> None:
+        self.forms: SchemaName | UserSchema = schema
+        if isinstance(schema, UserSchema):
+            self.schema: str = schema.name.rpartition(":")[2]
+            self.shape = schema.shape
+            self.logic: Step = _user_logic(schema)
+            payloads = synthetic.make_payloads(
+                schema.shape, method.pool_size, seed=method.seed
+            )
+        else:
+            self.schema, self.logic = schema, _LOGIC[schema]
+            self.shape = shape_of(SCHEMAS[schema])
+            payloads = make_payloads(
+                schema,
+                method.pool_size,
+                seed=method.seed,
+                large_bytes=method.large_bytes,
+            )
         encode = msgspec.msgpack.Encoder().encode
         self._packed = [encode(p) for p in payloads]
 
@@ -120,8 +137,8 @@ def measure_case(codec_name: CodecName, pool: Pool, method: Method) -> CaseResul
         DecodeError: the codec cannot decode its own encoding of the pool.
         LogicError: the schema's logic rejects a pool message.
     """
-    codec: Codec[Any] = get_codec(codec_name, pool.schema)
-    step = _LOGIC[pool.schema]
+    codec: Codec[Any] = get_codec(codec_name, pool.forms)
+    step = pool.logic
     natives = [codec.from_builtins(b) for b in pool.builtins()]
     wire = [codec.encode(obj) for obj in natives]
     first = wire[: method.alloc_calls]
@@ -147,7 +164,7 @@ def measure_case(codec_name: CodecName, pool: Pool, method: Method) -> CaseResul
 
     read_alloc = traced(decode_read, first)
     read_sample = time_decode_read(decode, step, totals, cycle(wire))
-    read_all, read_fields = _reads(codec_name, pool.schema, method)
+    read_all, read_fields = _reads(pool.shape, method)
     extra = [
         _op_reading(decode, reader, first, wire, method)
         for reader in (read_all, read_fields)
@@ -165,13 +182,12 @@ def measure_case(codec_name: CodecName, pool: Pool, method: Method) -> CaseResul
     )
 
 
-def _reads(codec: str, schema: SchemaName, method: Method) -> tuple[Step, Step]:
+def _reads(shape: MessageShape, method: Method) -> tuple[Step, Step]:
     """The two reading steps: every field, and `method.read_fields` only.
 
     Both count the values read into one key, the same one line for every codec,
     so the loop around the read costs every codec the same.
     """
-    shape = shape_of(SCHEMAS[schema])
     every = read_every_field(shape)
     named = read_named_fields(shape, field_paths(shape, method.read_fields))
 
@@ -219,11 +235,14 @@ def check_codecs(codecs: Sequence[str]) -> tuple[CodecName, ...]:
     return tuple(dict.fromkeys(cast(Sequence[CodecName], codecs)))
 
 
-def check_profiles(profiles: Sequence[str]) -> tuple[SchemaName, ...]:
+def check_profiles(
+    profiles: Sequence[str], *, allow_none: bool = False
+) -> tuple[SchemaName, ...]:
     """`profiles` as schema names, duplicates dropped, order kept.
 
     Raises:
-        ConfigError: a name is not a profile, or none is given.
+        ConfigError: a name is not a profile, or none is given (unless
+            `allow_none`: users' schemas are measured).
     """
     for name in profiles:
         if name not in SCHEMA_NAMES:
@@ -231,7 +250,7 @@ def check_profiles(profiles: Sequence[str]) -> tuple[SchemaName, ...]:
                 f"--profiles: {name!r} is not a profile; "
                 f"choose from {','.join(SCHEMA_NAMES)}"
             )
-    if not profiles:
+    if not profiles and not allow_none:
         raise ConfigError("--profiles: give at least one profile")
     return tuple(dict.fromkeys(cast(Sequence[SchemaName], profiles)))
 
@@ -264,6 +283,7 @@ def run(
     alloc_calls: int = DEFAULT_ALLOC_CALLS,
     read_fields: str = "3",
     progress: Progress | None = None,
+    schemas: Sequence[str] = (),
 ) -> BenchReport:
     """Measure every codec on every profile; the library entry point of `codec-bench`.
 
@@ -280,6 +300,9 @@ def run(
         read_fields: what the `+k` column reads: dotted paths `a,b.c` (each
             profile must have them), or a count k (the first k top-level fields).
         progress: called with `codec profile` before each case.
+        schemas: users' schemas (`MODULE:NAME`) measured beside the profiles,
+            each named by its class; a codec that cannot carry one is left out of
+            it (`BenchReport.left_out`).
 
     Returns:
         The report; `report.case(codec, profile)` picks one result.
@@ -297,26 +320,42 @@ def run(
         alloc_calls=alloc_calls,
         read_fields=read_fields,
     )
-    names, schemas = check_codecs(codecs), check_profiles(profiles)
-    for schema in schemas:
+    names = check_codecs(codecs)
+    built = check_profiles(profiles, allow_none=bool(schemas))
+    users = [load_schema(spec) for spec in dict.fromkeys(schemas)]
+    for schema in built:
         try:
             field_paths(shape_of(SCHEMAS[schema]), read_fields)
         except ConfigError as exc:
             raise ConfigError(f"--read-fields: {schema}: {exc}") from None
+    for user in users:
+        try:
+            field_paths(user.shape, read_fields)
+        except ConfigError as exc:
+            raise ConfigError(f"--read-fields: {user.name}: {exc}") from None
     overhead, _, _ = measure(
         time_empty(cycle([b""] * pool_size)),
         min_time_s=min_time_s,
         warmups=warmups,
         repeats=repeats,
     )
-    results = []
-    for schema in schemas:
-        pool = Pool(schema, method)
+    results: list[CaseResult] = []
+    left_out: list[str] = []
+    every: list[SchemaName | UserSchema] = [*built, *users]
+    for forms in every:
+        pool = Pool(forms, method)
         for name in names:
+            why = codec_refusal(name, forms) if isinstance(forms, UserSchema) else None
+            if why is not None:
+                left_out.append(f"{name} on {pool.schema}: {why}")
+                continue
             if progress is not None:
-                progress(f"{name} {schema}")
+                progress(f"{name} {pool.schema}")
             results.append(measure_case(name, pool, method))
         del pool
     return BenchReport(
-        method=method, environment=environment(overhead), results=results
+        method=method,
+        environment=environment(overhead),
+        results=results,
+        left_out=left_out,
     )

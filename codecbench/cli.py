@@ -1,6 +1,7 @@
 """`codec-bench`: command-line entry point (also `python -m codecbench`).
 
-    codec-bench [--codecs a,b] [--profiles small,medium] [--repeats N] [--json]
+    codec-bench [--codecs a,b] [--profiles small,medium] [--schemas M:N,...]
+                [--repeats N] [--json]
 
 Prints a table (rich on a terminal, Markdown otherwise) or, with `--json`, the
 `BenchReport` as one JSON object; `--out FILE` also writes that JSON to FILE.
@@ -39,7 +40,22 @@ def _names(text: str) -> list[str]:
 
 _FLAGS: Final[list[tuple[str, Callable[[str], Any], Any, str, str]]] = [
     ("--codecs", _names, REAL_CODECS, "A,B", "wire codecs, comma-separated"),
-    ("--profiles", _names, SCHEMA_NAMES, "P,Q", "payload profiles, comma-separated"),
+    (
+        "--profiles",
+        _names,
+        SCHEMA_NAMES,
+        "P,Q",
+        "payload profiles, comma-separated (none: an empty value, with --schemas)",
+    ),
+    (
+        "--schemas",
+        _names,
+        (),
+        "M:N,...",
+        "your own models or Structs (MODULE:NAME), each measured beside the "
+        "profiles with synthetic payloads and the logic that reads every field; a "
+        "codec that cannot carry one is left out of it, with why",
+    ),
     (
         "--large-bytes",
         int,
@@ -140,6 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             alloc_calls=args.alloc_calls,
             read_fields=str(args.read) if args.read is not None else args.read_fields,
             progress=_progress if sys.stderr.isatty() else None,
+            schemas=args.schemas,
         )
     except ConfigError as exc:
         print(f"codec-bench: error: {exc}", file=sys.stderr)

@@ -149,7 +149,16 @@ def to_markdown(report: BenchReport) -> str:
         "|" + "|".join("---" if i < 2 else "--:" for i in range(len(HEADERS))) + "|",
     ]
     lines += ["| " + " | ".join(row) + " |" for row in rows(report)]
-    return "\n".join([*lines, "", _NOTES])
+    return "\n".join([*lines, "", _NOTES, *_left_out(report)])
+
+
+def _left_out(report: BenchReport) -> list[str]:
+    """A line per case of a user's schema a codec cannot carry (not measured)."""
+    if not report.left_out:
+        return []
+    return ["", "Left out (the codec cannot carry the schema):"] + [
+        "- " + line.replace("\n", " ") for line in report.left_out
+    ]
 
 
 _TERMINAL_HEADERS: Final = (
@@ -205,3 +214,5 @@ def print_table(report: BenchReport, stream: TextIO) -> None:
             table.add_row(row[0], *row[2:])
         console.print(table)
     console.print(_NOTES, style="dim")
+    for line in _left_out(report):
+        console.print(line, markup=False)

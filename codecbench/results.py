@@ -204,6 +204,9 @@ class BenchReport(msgspec.Struct, frozen=True, kw_only=True):
     method: Method
     environment: Environment
     results: list[CaseResult]
+    left_out: list[str] = []
+    """"CODEC on SCHEMA: why" for each case of a user's schema (`--schemas`) a
+    codec cannot carry, so not measured."""
 
     def case(self, codec: str, profile: str) -> CaseResult:
         """The result for `codec` on `profile`.

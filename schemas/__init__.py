@@ -7,8 +7,8 @@ The base every other package stands on (`schemas` <- `codec` <- `service`, `load
 | --- | --- |
 | `errors` | the project's one exception tree |
 | `shape` | the format-neutral shape model every derivation goes through |
+| `unions` | unions: the tag field of a union's members, their tags and names, which formats carry them |
 | `formats` | which codec's format carries which shape: per-codec refusals, one line per field |
-| `unions` | tagged unions: the tag field of a union's members and their tags |
 | `compare` | field-by-field comparison of decoded objects |
 | `prototext` | `.proto` text parsed without protoc |
 | `builtin` | the built-in schemas: `messages.proto`, its generated module, Structs and models |

@@ -10,7 +10,7 @@ carried as <form>", so a team sees it. What no form carries faithfully is refuse
 
 | type | codec | carried as | made again by |
 | --- | --- | --- | --- |
-| `IPv4Address`, `IPv6Address`, `IPv4Network`, `IPv6Network`, `HttpUrl`, `AnyUrl`... | msgspec-json, msgspec-msgpack; Cap'n Proto, Avro | str; Text, string | msgspec's `dec_hook` at decode (the attribute is the user's class) |
+| `IPv4Address`, `IPv6Address`, `IPv4Network`, `IPv6Network`, `HttpUrl`, `AnyUrl`... | msgspec-json, msgspec-msgpack; Cap'n Proto, Avro; protobuf, FlatBuffers | str; Text, string; string | msgspec's `dec_hook` at decode (the attribute is the user's class); the reading (protobuf), the view (FlatBuffers) |
 | `UUID` | protobuf, FlatBuffers, Cap'n Proto | string | the reading (protobuf), the view (FlatBuffers), the decode (Cap'n Proto) |
 | `Decimal` | protobuf, FlatBuffers, Cap'n Proto; Avro unless `max_digits` and `decimal_places` are set | string | as UUID; Avro's decode |
 | `date`, `time`, `timedelta` | Cap'n Proto, FlatBuffers | Text, string (ISO 8601, msgspec's form) | the decode (Cap'n Proto), the view (FlatBuffers) |
@@ -36,6 +36,10 @@ _TEXT_KINDS: Final = {
     "decimal": "string (the exact Decimal text, made a Decimal again when read)",
 }
 _AS_TEXT: Final = ("protobuf", "flatbuffers", "capnp")
+_FOREIGN_WHEN: Final = {
+    "protobuf": "when read (protobuf's string field)",
+    "flatbuffers": "when read (the view's property)",
+}
 _TEXT_TIMES: Final = {
     "capnp": ("Text", "at decode"),
     "flatbuffers": ("string", "when read"),
@@ -73,9 +77,8 @@ def _form(shape: TypeShape, codec: str) -> str | None:
             )
         if codec in TEXT_FOREIGN:
             kind = "Text" if codec == "capnp" else "string"
-            return (
-                f"{kind} (the {shape.name} text, made the {shape.name} again at decode)"
-            )
+            when = _FOREIGN_WHEN.get(codec, "at decode")
+            return f"{kind} (the {shape.name} text, made the {shape.name} again {when})"
         return None
     if isinstance(shape, Scalar) and codec in BINARY_CODECS:
         if codec != "avro" and (shape.kind, codec) in TIMES:

@@ -7,10 +7,11 @@ when those compare equal leaf by leaf (`diff`): an enum member equals its value 
 if it is a str or int Enum, which is why plain Enums are refused. protobuf's own
 wrappers are the only values converted: a Timestamp becomes an aware UTC datetime, an
 unset `optional` field None, a repeated field a list, a map a dict, and the strings
-that carry UUIDs and Decimals become `uuid.UUID` and `Decimal` again (text that is
-not one stays text, so it differs from the other codecs' value). A set decodes to a
-set, compared as one; a tuple reads as a list; a union's value is read with the
-member it is (by the tag, else by class name).
+that carry UUIDs, Decimals, addresses and URLs become `uuid.UUID`, `Decimal` and
+the user's type again (text that is not one stays text, so it differs from the
+other codecs' value). A set decodes to a set, compared as one; a tuple reads as a
+list; a union's value is read with the member it is (by the tag, else by class
+name); protobuf's is the member its oneof wrapper holds.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from schemas.shape import (
     TypeShape,
     UnionOf,
 )
+from schemas.unions import UNION_ONEOF, member_names
 
 _MAX_REPR: Final = 60
 
@@ -81,6 +83,12 @@ def _read_field(obj: Any, f: FieldShape, proto: bool) -> Any:
 def _read(value: Any, shape: TypeShape, proto: bool) -> Any:
     if isinstance(shape, MessageShape):
         return read_native(value, shape)
+    if proto and isinstance(shape, UnionOf):  # the oneof wrapper: its set member
+        name = value.WhichOneof(UNION_ONEOF)
+        if name is None:
+            return None
+        case = shape.members[member_names(shape).index(name)]
+        return _read(getattr(value, name), case, proto)
     if isinstance(shape, UnionOf):
         member = _member_of(value, shape)
         return value if member is None else _read(value, member, proto)
@@ -92,6 +100,11 @@ def _read(value: Any, shape: TypeShape, proto: bool) -> Any:
         return [_read(v, shape.item, proto) for v in value]
     if isinstance(shape, MapOf):
         return {k: _read(v, shape.value, proto) for k, v in value.items()}
+    if proto and isinstance(shape, Foreign) and shape.text is not None:
+        try:
+            return shape.text(value)
+        except ValueError:
+            return value
     if proto and isinstance(shape, Scalar):
         if shape.kind == "datetime":
             return value.ToDatetime(tzinfo=datetime.UTC)

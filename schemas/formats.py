@@ -32,6 +32,7 @@ from schemas.shape import (
     describe,
     fits_64_bits,
 )
+from schemas.unions import union_reasons
 
 PYDANTIC_CODECS: Final = ("json+pydantic", "json-stdlib+pydantic", "orjson+pydantic")
 """The codecs that run the pydantic form (a user's model as is)."""
@@ -53,22 +54,21 @@ _LISTS: Final = {
     "capnp": "List",
     "avro": "array",
 }
-_UNIONS: Final = {
-    "protobuf": "oneof",
-    "flatbuffers": "union",
-    "capnp": "union",
-    "avro": "union",
-}
 _OWN: Final = {"msgspec": MSGSPEC_CODECS, "proto": ("protobuf",)}
 NULLABLE_LIST_REASON: Final = (
     "a protobuf repeated or map field cannot be None (it has no presence); "
     "declaring it without | None (default empty) makes pydantic and msgspec reject "
     "the messages that send null for it"
 )
-TEXT_FOREIGN: Final = ("capnp", "avro")
+TEXT_FOREIGN: Final = ("capnp", "avro", "protobuf", "flatbuffers")
 """Binary codecs that carry a type with a text form (`Foreign.text`) as a string,
-made the user's type again at decode (msgspec's dec_hook, in their conversion to
-the Struct). protobuf and FlatBuffers read lazily, where nothing converts it yet."""
+made the user's type again: at decode (msgspec's dec_hook, in Cap'n Proto's and
+Avro's conversion to the Struct), or when read (protobuf's reading, FlatBuffers'
+view)."""
+FLATBUFFERS_UNION_INSIDE: Final = (
+    "a FlatBuffers union inside a vector or map is not read by the Python runtime "
+    "here (a union field of a table is)"
+)
 NAIVE_REASON: Final = (
     "a protobuf Timestamp is an instant: it never equals a naive datetime"
 )
@@ -300,6 +300,8 @@ def _list(shape: TypeShape, codec: str, fmt: str) -> list[str]:
         )
     elif codec in BINARY_CODECS and shape.container == "tuple":
         out.append(f"{fmt} decodes a tuple as a list (its {_LISTS[codec]})")
+    if codec == "flatbuffers" and isinstance(shape.item, UnionOf):
+        out.append(FLATBUFFERS_UNION_INSIDE)
     if codec == "protobuf" and isinstance(shape.item, ListOf | MapOf | TupleOf):
         out.append(
             "a list or map inside a list needs a wrapper message in protobuf, and "
@@ -316,6 +318,8 @@ def _map(shape: TypeShape, codec: str, fmt: str) -> list[str]:
     if codec in BINARY_CODECS and not _key_carried(key, codec):
         allowed = _KEYS.get(codec, "str or int")
         out.append(f"{fmt} map keys are {allowed} here, not {describe(key)}")
+    if codec == "flatbuffers" and isinstance(shape.value, UnionOf):
+        out.append(FLATBUFFERS_UNION_INSIDE)
     if codec == "protobuf" and isinstance(shape.value, ListOf | MapOf | TupleOf):
         out.append(
             "a list or map inside a map needs a wrapper message in protobuf, and "
@@ -350,24 +354,7 @@ def _tuple(shape: TypeShape, codec: str, fmt: str) -> list[str]:
 
 def _union(shape: TypeShape, codec: str, fmt: str) -> list[str]:
     assert isinstance(shape, UnionOf)  # noqa: S101  (dispatched by type)
-    if codec in MSGSPEC_CODECS:
-        messages = [m for m in shape.members if isinstance(m, MessageShape)]
-        if len(messages) > 1 and shape.tag_field is None:
-            return [
-                f"a union of {describe(shape)} with no Literal tag field: msgspec "
-                "tells Structs apart by a tag only"
-            ]
-        return []
-    if len(shape.members) == 1:
-        return [
-            f"{fmt} holds no None inside a list or map (without the | None, "
-            "pydantic and msgspec reject the messages that hold a null there)"
-        ]
-    how = f"tagged by {shape.tag_field!r}" if shape.tag_field else "untagged"
-    return [
-        f"a union of {describe(shape)} ({how}) is not mapped to {_article(fmt)} "
-        f"{_UNIONS[codec]} yet"
-    ]
+    return union_reasons(shape, codec, fmt)
 
 
 def _foreign(shape: TypeShape, codec: str, fmt: str) -> list[str]:

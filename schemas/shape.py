@@ -24,8 +24,8 @@ user's own form does; a part a format cannot carry refuses that codec alone
 | nullable field | `X | None` | `optional X` (field presence) |
 | `ListOf(container=...)` | `set[X]`, `frozenset[X]`, `tuple[X, ...]` | refused |
 | `TupleOf` | `tuple[X, Y]` | refused |
-| `UnionOf` | `A | B` (tagged when every member is a message with its own `Literal` in one field) | refused |
-| `Foreign` with `text` | `IPv4Address`, `IPv6Address`, `IPv4Network`, `IPv6Network`, `HttpUrl`, `AnyUrl`... | refused (msgspec: carried as str) |
+| `UnionOf` | `A | B` (tagged when every member is a message with its own `Literal` in one field) | a wrapper message with `oneof member` (`schemas.unions`) |
+| `Foreign` with `text` | `IPv4Address`, `IPv6Address`, `IPv4Network`, `IPv6Network`, `HttpUrl`, `AnyUrl`... | `string` (its text, made the type again when read) |
 | `Foreign` | a type only the user's own form holds (`Any`, a class no reader knows) | refused |
 | `Scalar("date")`, `"time"`, `"timedelta"` | `date`, `time`, `timedelta` | refused |
 

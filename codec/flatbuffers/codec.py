@@ -35,11 +35,22 @@ from codec.flatbuffers.layout import (
     table_class,
     table_plans,
     to_micros,
+    union_reader,
 )
 from codec.flatbuffers.verifier import verify
 from codec.views import LazyView, build_views, view_to_python
 from schemas.derive.fbs_schema import FbsForm, flatbuffers_form
-from schemas.shape import FieldShape, ListOf, MapOf, MessageShape, Scalar, TypeShape
+from schemas.derive.msgspec_structs import hooks
+from schemas.shape import (
+    FieldShape,
+    ListOf,
+    MapOf,
+    MessageShape,
+    Scalar,
+    TypeShape,
+    UnionOf,
+)
+from schemas.unions import union_tags
 
 
 class FlatbuffersCodec:
@@ -80,11 +91,14 @@ class FlatbuffersCodec:
     def to_builtins(self, obj: Any, /) -> dict[str, Any]:
         # As protobuf's: the values as read, not validated against the Struct's
         # enums and bounds (neither format checks them on the wire).
-        out: dict[str, Any] = msgspec.to_builtins(view_to_python(obj))
+        # A value msgspec has no type for is one carried as text: its text.
+        out: dict[str, Any] = msgspec.to_builtins(view_to_python(obj), enc_hook=str)
         return out
 
     def from_builtins(self, data: dict[str, Any], /) -> Any:
-        return msgspec.convert(data, self._struct)
+        return msgspec.convert(
+            data, self._struct, dec_hook=hooks(self._struct).dec_hook
+        )
 
 
 def _views(shape: MessageShape, form: FbsForm, modules: dict[str, Any]) -> Any:
@@ -95,6 +109,10 @@ def _views(shape: MessageShape, form: FbsForm, modules: dict[str, Any]) -> Any:
     ) -> Callable[[Any], Any]:
         cls = table_class(modules, form.tables[id(msg)])
         s = next(x for x in slots_of(msg, form) if x.name == f.name)
+        if isinstance(f.type, UnionOf):
+            views = [view_of(_message(m)) for m in f.type.members]
+            read_member = union_reader(s, cls, modules, views)
+            return lambda v: read_member(v._r)
         entry = None
         if isinstance(f.type, MapOf):
             entry = _entry_reader(f.type, form, modules, s.entry, view_of)
@@ -140,6 +158,11 @@ class _Encoder:
         builder.Finish(root, file_identifier=self._identifier)
         return bytes(builder.Output())
 
+    def _member(self, shape: UnionOf, value: Any) -> int:
+        """The index of the member `value` is, by its tag (unions here are tagged)."""
+        tag = getattr(value, shape.tag_field or "")
+        return union_tags(shape).index(getattr(tag, "value", tag))
+
     def _slots_of(self, msg: MessageShape) -> list[Slot]:
         found = self._slots.get(id(msg))
         if found is None:
@@ -156,10 +179,12 @@ class _Encoder:
             for s, v in values
             if v is not None and kind_of(s.fb)[0] != "scalar"
         }
-        b.StartObject(len(values))
+        b.StartObject(values[-1][0].slot + 1 if values else 0)
         for s, v in values:
             if v is None:
                 continue
+            if isinstance(s.shape, UnionOf):  # its type, in the slot before
+                b.PrependUint8Slot(s.slot - 1, self._member(s.shape, v) + 1, 0)
             if s.slot in offsets:
                 b.PrependUOffsetTRelativeSlot(s.slot, offsets[s.slot], 0)
                 continue
@@ -178,6 +203,9 @@ class _Encoder:
         if kind == "vec_scalar":
             items = [to_micros(x) for x in v] if _dt_items(s) else list(v)
             return int(b.CreateNumpyVector(np.array(items, dtype=NUMPY[s.fb[1:-1]])))
+        if isinstance(s.shape, UnionOf):
+            member = s.shape.members[self._member(s.shape, v)]
+            return self._table(b, _message(member), v)
         if kind == "table":
             return self._table(b, _message(s.shape), v)
         if kind == "vec_string":

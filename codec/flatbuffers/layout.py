@@ -2,8 +2,9 @@
 
 One `Slot` per field: its vtable slot, its storage kind (for the verifier), the
 flatc-generated accessor that reads it and the converter to the Python value the
-other codecs hold, and the builder call that writes it. A UUID or Decimal is
-stored as its text and read back as `uuid.UUID` or `Decimal`, converted as
+other codecs hold, and the builder call that writes it. A UUID, Decimal, address
+or URL is stored as its text and read back as `uuid.UUID`, `Decimal` or the
+user's type (`Foreign.text`), converted as
 `schemas.compare.FROM_TEXT` converts protobuf's: text that is not one stays text
 (FlatBuffers, like protobuf, does not check it; `codec-schema check` says so).
 """
@@ -23,11 +24,13 @@ from schemas.derive.fbs_schema import FbsForm, camel, scalar_type
 from schemas.shape import (
     Choice,
     FieldShape,
+    Foreign,
     ListOf,
     MapOf,
     MessageShape,
     Scalar,
     TypeShape,
+    UnionOf,
     messages,
 )
 
@@ -106,12 +109,23 @@ class Slot:
 
 
 def slots_of(msg: MessageShape, form: FbsForm) -> list[Slot]:
-    """The slots of message `msg`'s table."""
+    """The slots of message `msg`'s table.
+
+    A union field takes two vtable slots, its type (a ubyte, the member's index
+    from 1; 0 is none) then its value: its `Slot` is the value's, the type's the
+    one before it.
+    """
     out = []
-    for n, f in enumerate(msg.fields):
+    n = 0
+    for f in msg.fields:
         entry = form.entries.get((id(msg), f.name), "")
-        fb = f"[{entry}]" if entry else _fb(f.type, form)
+        if isinstance(f.type, UnionOf):
+            n += 1
+            fb = form.unions[id(f.type)]
+        else:
+            fb = f"[{entry}]" if entry else _fb(f.type, form)
         out.append(Slot(f.name, n, fb, f.type, f.nullable, camel(f.name), entry))
+        n += 1
     return out
 
 
@@ -130,6 +144,8 @@ def _fb(shape: TypeShape, form: FbsForm) -> str:
         return f"[{_fb(shape.item, form)}]"
     if isinstance(shape, Scalar | Choice):
         return scalar_type(shape)
+    if isinstance(shape, Foreign):  # an address, a URL: its text
+        return "string"
     raise AssertionError("maps in lists are refused by the form")
 
 
@@ -171,12 +187,50 @@ def table_plans(root: MessageShape, form: FbsForm) -> TablePlan:
 
 def _fill(plan: TablePlan, slots: list[Slot], plans: dict[str, TablePlan]) -> None:
     for s in slots:
+        if isinstance(s.shape, UnionOf):
+            members = tuple(plans[_table_of(m).name] for m in s.shape.members)
+            plan.fields.append(
+                FieldPlan(s.slot, "union", not s.nullable, members=members)
+            )
+            continue
         kind, size = kind_of(s.fb)
         table = plans.get(s.fb.strip("[]")) if kind in ("table", "vec_table") else None
         required = not s.nullable and kind != "scalar"
         shape = s.shape.item if isinstance(s.shape, ListOf) else s.shape
         dt = isinstance(shape, Scalar) and shape.kind == "datetime"
         plan.fields.append(FieldPlan(s.slot, kind, required, size, table, dt))
+
+
+def _table_of(shape: TypeShape) -> MessageShape:
+    if not isinstance(shape, MessageShape):
+        raise TypeError("a FlatBuffers union holds tables only")
+    return shape
+
+
+def union_reader(
+    s: Slot, cls: type, modules: dict[str, ModuleType], views: list[Any]
+) -> Callable[[Any], Any]:
+    """A union field as the view of the member its type names (None: none).
+
+    `views` are the members' view classes, in member order (type 1 is the first).
+    """
+    assert isinstance(s.shape, UnionOf)  # noqa: S101  (a union slot)
+    kind_of_value = getattr(cls, s.accessor + "Type")
+    table = getattr(cls, s.accessor)
+    classes = [table_class(modules, _table_of(m).name) for m in s.shape.members]
+    members = list(zip(classes, views, strict=True))
+
+    def read(r: Any) -> Any:
+        t = kind_of_value(r)
+        if not t:
+            return None
+        member_cls, view = members[t - 1]  # the verifier checked the type
+        found = table(r)
+        obj = member_cls()
+        obj.Init(found.Bytes, found.Pos)
+        return view(obj)
+
+    return read
 
 
 def reader(
@@ -260,8 +314,11 @@ def _string_list(
 
 
 def _from_text(shape: TypeShape) -> Callable[[str], Any] | None:
-    """The converter of a string that carries a UUID or a Decimal (None: other)."""
+    """The converter of a string that carries a UUID, a Decimal, an address or a
+    URL (None: other)."""
     convert = FROM_TEXT.get(shape.kind) if isinstance(shape, Scalar) else None
+    if isinstance(shape, Foreign):
+        convert = shape.text
     if convert is None:
         return None
     as_value = convert

@@ -39,7 +39,14 @@ BYTES_FLOOR: Final = 1 << 20
 """...and 1 MiB whatever the size: a small message may share a string widely."""
 
 Kind = Literal[
-    "scalar", "string", "bytes", "table", "vec_scalar", "vec_string", "vec_table"
+    "scalar",
+    "string",
+    "bytes",
+    "table",
+    "vec_scalar",
+    "vec_string",
+    "vec_table",
+    "union",
 ]
 
 _U32: Final = struct.Struct("<I").unpack_from
@@ -67,6 +74,9 @@ class FieldPlan:
     table: TablePlan | None = None
     datetime: bool = False
     """An int64 of microseconds since the epoch: it must fit Python's datetime."""
+    members: tuple[TablePlan, ...] = ()
+    """A union's member tables: its type (a ubyte in the slot before) names one
+    from 1, 0 none."""
 
 
 @dataclass(slots=True)
@@ -132,6 +142,9 @@ def _table(state: _State, pos: int, plan: TablePlan, depth: int) -> None:
     for f in plan.fields:
         entry = 4 + 2 * f.slot
         vo = _U16(buf, vt + entry)[0] if entry < vsize else 0
+        if f.kind == "union":
+            _union(state, (pos, vt, vsize, tsize), f, vo, depth)
+            continue
         if vo == 0:
             if f.required:
                 raise VerifyError(f"{plan.name}: required field {f.slot} missing")
@@ -145,6 +158,34 @@ def _table(state: _State, pos: int, plan: TablePlan, depth: int) -> None:
             _offset_field(state, pos + vo, f, depth)
         elif f.datetime:
             _in_range(_I64(buf, pos + vo)[0])
+
+
+def _union(
+    state: _State,
+    table: tuple[int, int, int, int],
+    f: FieldPlan,
+    vo: int,
+    depth: int,
+) -> None:
+    """A union field: its type in range and agreeing with its value's presence,
+    then the member table the type names, as flatc's `VerifyUnion`."""
+    pos, vt, vsize, tsize = table
+    entry = 2 + 2 * f.slot  # the type's slot, the one before the value's
+    to = _U16(state.buf, vt + entry)[0] if entry < vsize else 0
+    if to and (to < 4 or to + 1 > tsize):
+        raise VerifyError(f"union field {f.slot} type outside its table")
+    kind = state.buf[pos + to] if to else 0
+    if kind > len(f.members):
+        raise VerifyError(f"union field {f.slot} type {kind} names no member")
+    if (kind == 0) != (vo == 0):
+        raise VerifyError(f"union field {f.slot} type and value disagree")
+    if kind == 0:
+        if f.required:
+            raise VerifyError(f"required union field {f.slot} missing")
+        return
+    if vo < 4 or vo + 4 > tsize or (pos + vo) % 4:
+        raise VerifyError(f"union field {f.slot} outside its table or unaligned")
+    _table(state, _target(state, pos + vo), f.members[kind - 1], depth + 1)
 
 
 def _in_range(micros: int) -> None:

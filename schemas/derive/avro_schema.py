@@ -13,7 +13,9 @@
 | `Choice` | `string` or `long` (the value; Avro enum symbols cannot hold every value) |
 | `list[X]` | `array` |
 | `dict[str, V]`, `dict[int, V]` | `map` (Avro keys are strings: int keys as decimal text) |
-| `X | None` | `["null", X]` |
+| `X | None` | `["null", X]` (inside a list or map too) |
+| a tagged union of messages | a union of the member records; each member's tag field an `enum` of its one tag (one byte) |
+| a union of distinct `bool`, `int`, `float`, `str`, `bytes` | a union of those types (in that order, so fastavro writes an int as `long`) |
 | `IPv4Address`, `HttpUrl`... (`Foreign.text`) | `string`: its text, made the value again at decode |
 
 Records are named by the message shape's name (unique within a schema); the
@@ -48,8 +50,11 @@ from schemas.shape import (
     MessageShape,
     Scalar,
     TypeShape,
+    UnionOf,
     describe,
     int_range,
+    messages,
+    unique_name,
 )
 
 NAMESPACE: Final = "codecab"
@@ -75,7 +80,7 @@ def avro_schema(root: MessageShape) -> dict[str, Any]:
         ConfigError: naming every field Avro cannot hold, with its path.
     """
     refusals = Refusals()
-    out: dict[str, Any] = _Deriver(refusals).record(root, root.name)
+    out: dict[str, Any] = _Deriver(refusals, root).record(root, root.name)
     refusals.raise_any()
     return out
 
@@ -94,10 +99,38 @@ def logical_decimal(shape: TypeShape) -> bool:
     return digits is not None and places is not None and 0 <= places <= digits > 0
 
 
+_BRANCH_ORDER: Final = {"boolean": 0, "int": 1, "long": 1, "double": 2}
+"""Branch order in a union of scalars: fastavro writes a value in the first branch
+that accepts it, and its `double` accepts an int, its `long` a bool."""
+
+
 class _Deriver:
-    def __init__(self, refusals: Refusals) -> None:
+    def __init__(self, refusals: Refusals, root: MessageShape) -> None:
         self._refusals = refusals
         self._defined: set[int] = set()
+        self._tags: dict[tuple[int, str], Any] = {}
+        taken = {m.name for m in messages(root)}
+        for msg in messages(root):
+            for f in msg.fields:
+                self._tag_enums(f.type, taken)
+
+    def _tag_enums(self, shape: TypeShape, taken: set[str]) -> None:
+        """Each tagged union member's tag field as an enum of its one symbol."""
+        if isinstance(shape, ListOf):
+            self._tag_enums(shape.item, taken)
+        elif isinstance(shape, MapOf):
+            self._tag_enums(shape.value, taken)
+        elif isinstance(shape, UnionOf) and shape.tag_field is not None:
+            for member in shape.members:
+                assert isinstance(member, MessageShape)  # noqa: S101  (tagged)
+                tag = next(f for f in member.fields if f.name == shape.tag_field)
+                assert isinstance(tag.type, Choice)  # noqa: S101  (tagged)
+                name = unique_name(f"{member.name}Tag", taken)
+                self._tags[(id(member), tag.name)] = {
+                    "type": "enum",
+                    "name": name,
+                    "symbols": [tag.type.values[0]],
+                }
 
     def record(self, msg: MessageShape, path: str) -> Any:
         if id(msg) in self._defined:
@@ -108,7 +141,7 @@ class _Deriver:
             where = f"{path}.{f.name}"
             if not _NAME.fullmatch(f.wire):
                 self._refusals.add(where, f"{f.wire!r} is not an Avro field name")
-            avro_type = self.type(f.type, where)
+            avro_type = self._tags.get((id(msg), f.name)) or self.type(f.type, where)
             if f.nullable:
                 avro_type = ["null", avro_type]
             fields.append({"name": f.wire, "type": avro_type})
@@ -136,6 +169,10 @@ class _Deriver:
             return "string"
         if isinstance(shape, Scalar):
             return _scalar(shape)
+        if isinstance(shape, UnionOf):
+            branches = [self.type(m, f"{path}<{describe(m)}>") for m in shape.members]
+            branches.sort(key=lambda b: _BRANCH_ORDER.get(str(b), 3))
+            return ["null", *branches] if shape.nullable else branches
         self._refusals.add(path, f"Avro has no {describe(shape)} type")
         return "string"
 

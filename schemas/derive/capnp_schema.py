@@ -11,6 +11,7 @@
 | `list[X]` | `List(X)` |
 | `dict[K, V]` | `List(Entry)`, a struct `{key :K; value :V}` per entry |
 | `X | None` | a union `{none :Void; value :X}` |
+| a union the format carries (`schemas.unions`) | a wrapper struct `<Message><Field>Union` holding an unnamed `union` of one field per member (a message member keeps its tag field) |
 | `IPv4Address`, `HttpUrl`... (`Foreign.text`) | `Text`: its text, made the value again at decode |
 
 Cap'n Proto names are camelCase without underscores: `customer_id` is written
@@ -36,11 +37,14 @@ from schemas.shape import (
     MessageShape,
     Scalar,
     TypeShape,
+    UnionOf,
     describe,
     int_width,
     messages,
+    parts,
     unique_name,
 )
+from schemas.unions import member_names
 
 _INTS: Final = {
     "int32": "Int32",
@@ -79,11 +83,13 @@ class CapnpForm:
         text: the .capnp source (what `capnp.load` parses).
         structs: message shape id -> its struct name.
         entries: (message shape id, field name) -> the entry struct of a map field.
+        unions: union shape id -> its wrapper struct.
     """
 
     text: str
     structs: dict[int, str]
     entries: dict[tuple[int, str], str]
+    unions: dict[int, str]
 
 
 def capnp_form(root: MessageShape) -> CapnpForm:
@@ -103,7 +109,19 @@ def capnp_form(root: MessageShape) -> CapnpForm:
         taken.add(name)
         structs[id(msg)] = name
     entries: dict[tuple[int, str], str] = {}
-    blocks = []
+    blocks: list[str] = []
+    unions = _unions(all_msgs, taken)
+    structs_and_unions = structs | unions
+    for shape, name in _union_shapes(all_msgs, unions):
+        members = [
+            f"    {capnp_name(n)} @{i} :{_type(m, structs_and_unions, refusals, name)};"
+            for i, (m, n) in enumerate(
+                zip(shape.members, member_names(shape), strict=True)
+            )
+        ]
+        blocks.append(
+            f"struct {name} {{\n  union {{\n" + "\n".join(members) + "\n  }\n}\n"
+        )
     for msg in all_msgs:
         lines, number, names = [], 0, set()
         for f in msg.fields:
@@ -117,14 +135,14 @@ def capnp_form(root: MessageShape) -> CapnpForm:
                     f"{structs[id(msg)]}{capnp_name(f.name, True)}Entry", taken
                 )
                 entries[(id(msg), f.name)] = entry
-                key = _type(f.type.key, structs, refusals, path)
-                value = _type(f.type.value, structs, refusals, path + "{}")
+                key = _type(f.type.key, structs_and_unions, refusals, path)
+                value = _type(f.type.value, structs_and_unions, refusals, path + "{}")
                 blocks.append(
                     f"struct {entry} {{\n  key @0 :{key};\n  value @1 :{value};\n}}\n"
                 )
                 ctype = f"List({entry})"
             else:
-                ctype = _type(f.type, structs, refusals, path)
+                ctype = _type(f.type, structs_and_unions, refusals, path)
             if f.nullable:
                 lines.append(
                     f"  {fname} :union {{\n    none @{number} :Void;\n"
@@ -138,7 +156,40 @@ def capnp_form(root: MessageShape) -> CapnpForm:
     refusals.raise_any()
     body = "\n".join(blocks)
     file_id = int(hashlib.sha256(body.encode()).hexdigest()[:16], 16) | (1 << 63)
-    return CapnpForm(f"@{file_id:#x};\n\n{body}", structs, entries)
+    return CapnpForm(f"@{file_id:#x};\n\n{body}", structs, entries, unions)
+
+
+def _unions(all_msgs: list[MessageShape], taken: set[str]) -> dict[int, str]:
+    """A wrapper struct name per union in a field, list or map (by union id)."""
+    out: dict[int, str] = {}
+    for msg in all_msgs:
+        for f in msg.fields:
+            for shape in _inner_unions(f.type):
+                if id(shape) not in out:
+                    base = capnp_name(msg.name, True) + capnp_name(f.name, True)
+                    out[id(shape)] = unique_name(f"{base}Union", taken)
+    return out
+
+
+def _union_shapes(
+    all_msgs: list[MessageShape], unions: dict[int, str]
+) -> list[tuple[UnionOf, str]]:
+    """Each union with its wrapper struct's name, in name order."""
+    found = {
+        id(u): (u, unions[id(u)])
+        for m in all_msgs
+        for f in m.fields
+        for u in _inner_unions(f.type)
+    }
+    return sorted(found.values(), key=lambda pair: pair[1])
+
+
+def _inner_unions(shape: TypeShape) -> list[UnionOf]:
+    """The unions in a field's type, not inside a nested message."""
+    if isinstance(shape, MessageShape):
+        return []
+    inner = [u for p in parts(shape) for u in _inner_unions(p)]
+    return [shape, *inner] if isinstance(shape, UnionOf) else inner
 
 
 def _type(
@@ -148,7 +199,7 @@ def _type(
     if unmapped:  # a date, a set, a union...: refused, with the same reason
         refusals.add(path, "; ".join(unmapped))
         return "Text"
-    if isinstance(shape, MessageShape):
+    if isinstance(shape, MessageShape | UnionOf) and id(shape) in structs:
         return structs[id(shape)]
     if isinstance(shape, ListOf):
         return f"List({_type(shape.item, structs, refusals, path + '[]')})"

@@ -12,6 +12,8 @@
 | `list[X]` | `[X]`; a list of lists or of bytes is refused (no vector of vectors) |
 | `dict[K, V]` | `[Entry]`, a table `{key: K; value: V}` per entry |
 | `X | None` | a scalar `= null` (optional scalar); other types: an absent field |
+| `IPv4Address`, `HttpUrl`... (`Foreign.text`) | `string`: its text, made the value again when read |
+| a tagged union of messages (a field's, not in a list or map) | `union <Message><Field>Union { A, B }` of the member tables (a member keeps its tag field); the field takes two slots, its type and its value |
 
 Field names are code identifiers (flatc makes accessors of them), so, as in the
 derived `.proto`, they are the attribute names, not the aliases.
@@ -26,18 +28,20 @@ from __future__ import annotations
 
 import hashlib
 import keyword
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from schemas.formats import Refusals, node_reasons
 from schemas.shape import (
     Choice,
     FieldShape,
+    Foreign,
     ListOf,
     MapOf,
     MessageShape,
     Scalar,
     TypeShape,
+    UnionOf,
     describe,
     int_width,
     messages,
@@ -80,6 +84,7 @@ class FbsForm:
         identifier: the 4-character file identifier.
         tables: message shape id -> its table name (map entries excluded).
         entries: (message shape id, field name) -> the entry table of a map field.
+        unions: union shape id -> its FlatBuffers union's name.
     """
 
     text: str
@@ -87,6 +92,7 @@ class FbsForm:
     identifier: str
     tables: dict[int, str]
     entries: dict[tuple[int, str], str]
+    unions: dict[int, str] = field(default_factory=dict)
 
 
 def camel(name: str) -> str:
@@ -123,12 +129,20 @@ def flatbuffers_form(root: MessageShape) -> FbsForm:
     taken = {m.name for m in all_msgs}
     tables = {id(m): m.name for m in all_msgs}
     entries: dict[tuple[int, str], str] = {}
+    unions: dict[int, str] = {}
     blocks: list[str] = []
     for msg in all_msgs:
         lines = []
         for f in msg.fields:
             path = f"{msg.name}.{f.name}"
             _check_name(f, msg, refusals, path)
+            if isinstance(f.type, UnionOf) and not node_reasons(f.type, "flatbuffers"):
+                name = unique_name(f"{msg.name}{camel(f.name)}Union", taken)
+                unions[id(f.type)] = name
+                members = ", ".join(tables[id(m)] for m in f.type.members)
+                blocks.append(f"union {name} {{ {members} }}\n")
+                lines.append(f"  {f.name}:{name};")
+                continue
             if isinstance(f.type, MapOf):
                 entry = unique_name(f"{msg.name}{camel(f.name)}Entry", taken)
                 entries[(id(msg), f.name)] = entry
@@ -153,7 +167,7 @@ def flatbuffers_form(root: MessageShape) -> FbsForm:
         f"namespace {namespace};\n\n{body}\nroot_type {root.name};\n"
         f'file_identifier "{identifier}";\n'
     )
-    return FbsForm(text, namespace, identifier, tables, entries)
+    return FbsForm(text, namespace, identifier, tables, entries, unions)
 
 
 def _suffix(f: FieldShape) -> str:
@@ -185,6 +199,9 @@ def _type(
         return "string"
     if isinstance(shape, MessageShape):
         return tables[id(shape)]
+    if isinstance(shape, UnionOf):
+        refusals.add(path, "FlatBuffers unions in a vector or map are not read here")
+        return "string"
     if isinstance(shape, ListOf):
         item = shape.item
         if isinstance(item, ListOf | MapOf) or (
@@ -198,5 +215,7 @@ def _type(
         return "[ubyte]"
     if isinstance(shape, Scalar | Choice):
         return scalar_type(shape)
+    if isinstance(shape, Foreign):  # one with a text form (others are refused)
+        return "string"
     refusals.add(path, f"FlatBuffers has no {describe(shape)} type")
     return "string"

@@ -28,8 +28,12 @@ from schemas.shape import (
     MessageShape,
     Scalar,
     TypeShape,
+    UnionOf,
     messages,
+    parts,
+    unique_name,
 )
+from schemas.unions import UNION_ONEOF, member_names
 
 FieldProto = descriptor_pb2.FieldDescriptorProto
 
@@ -62,14 +66,21 @@ def build_file(
     UUIDs and Decimals are strings (their canonical and exact text). A part
     protobuf has no type for (a date, a set, a union: `schemas.formats`) is a
     `string` placeholder here, and the protobuf codec is refused for that schema.
+
+    A union the format carries (`schemas.unions`) is a wrapper message
+    `<Message><Field>Union` holding `oneof member` of one field per member, and
+    the field (or list item, or map value) holds the wrapper: the oneof case says
+    which member was sent; a message member keeps its tag field.
     """
     file = descriptor_pb2.FileDescriptorProto(
         name=filename, package=package, syntax="proto3"
     )
-    for msg in messages(root):
+    all_messages = messages(root)
+    wrappers = _wrappers(all_messages, file, package)
+    for msg in all_messages:
         desc = file.message_type.add(name=msg.name)
         for number, f in enumerate(msg.fields, 1):
-            _add_field(desc, f, number, package)
+            _add_field(desc, f, number, package, wrappers)
         for field in desc.field:
             if field.proto3_optional:
                 field.oneof_index = len(desc.oneof_decl)
@@ -78,6 +89,40 @@ def build_file(
     if any(f.type_name == TIMESTAMP for f in _all_fields(file)):
         file.dependency.append(TIMESTAMP_FILE)
     return file
+
+
+def _wrappers(
+    all_messages: list[MessageShape],
+    file: descriptor_pb2.FileDescriptorProto,
+    package: str,
+) -> dict[int, str]:
+    """A wrapper message per union in a field, list or map (union id -> full name)."""
+    taken = {m.name for m in all_messages}
+    out: dict[int, str] = {}
+    for msg in all_messages:
+        for f in msg.fields:
+            pending: list[TypeShape] = [f.type]
+            while pending:
+                shape = pending.pop()
+                if isinstance(shape, MessageShape):
+                    continue
+                pending.extend(parts(shape))
+                if not isinstance(shape, UnionOf) or id(shape) in out:
+                    continue
+                camel = "".join(p.title() for p in f.name.split("_"))
+                name = unique_name(f"{msg.name}{camel}Union", taken)
+                desc = file.message_type.add(name=name)
+                desc.oneof_decl.add(name=UNION_ONEOF)
+                for number, (member, fname) in enumerate(
+                    zip(shape.members, member_names(shape), strict=True), 1
+                ):
+                    field = desc.field.add(
+                        name=fname, number=number, label=FieldProto.LABEL_OPTIONAL
+                    )
+                    field.oneof_index = 0
+                    _set_type(field, member, package, out)
+                out[id(shape)] = f".{package}.{name}"
+    return out
 
 
 def message_class(
@@ -112,7 +157,11 @@ _NO_KEY: Final = frozenset(
 
 
 def _add_field(
-    desc: descriptor_pb2.DescriptorProto, f: FieldShape, number: int, package: str
+    desc: descriptor_pb2.DescriptorProto,
+    f: FieldShape,
+    number: int,
+    package: str,
+    wrappers: dict[int, str],
 ) -> None:
     field = desc.field.add(name=f.name, number=number, label=FieldProto.LABEL_OPTIONAL)
     if f.alias:
@@ -129,7 +178,7 @@ def _add_field(
             inner = entry.field.add(
                 name=name, number=n, label=FieldProto.LABEL_OPTIONAL
             )
-            _set_type(inner, part, package)
+            _set_type(inner, part, package, wrappers)
             if name == "key" and inner.type in _NO_KEY:
                 # Not a protobuf map key (a datetime, a float...): a placeholder in
                 # a form the codec is refused for (`schemas.formats`), so that the
@@ -143,15 +192,21 @@ def _add_field(
     if isinstance(shape, ListOf):
         field.label = FieldProto.LABEL_REPEATED
         shape = shape.item
-    _set_type(field, shape, package)
+    _set_type(field, shape, package, wrappers)
 
 
 def _set_type(
-    field: descriptor_pb2.FieldDescriptorProto, shape: TypeShape, package: str
+    field: descriptor_pb2.FieldDescriptorProto,
+    shape: TypeShape,
+    package: str,
+    wrappers: dict[int, str],
 ) -> None:
     if isinstance(shape, MessageShape):
         field.type = FieldProto.TYPE_MESSAGE
         field.type_name = f".{package}.{shape.name}"
+    elif isinstance(shape, UnionOf) and id(shape) in wrappers:
+        field.type = FieldProto.TYPE_MESSAGE
+        field.type_name = wrappers[id(shape)]
     elif isinstance(shape, Scalar | Choice) and shape.proto == TIMESTAMP:
         field.type = FieldProto.TYPE_MESSAGE
         field.type_name = TIMESTAMP

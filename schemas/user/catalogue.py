@@ -16,6 +16,7 @@ import ipaddress
 import sys
 import uuid
 from pathlib import Path
+from types import GenericAlias
 from typing import Annotated, Any, Final, Literal
 
 import pydantic
@@ -98,6 +99,42 @@ CATALOGUE: Final[tuple[tuple[str, Any], ...]] = (
 )
 """(how the docs name it, the annotation): the types of a team's model, item by item."""
 
+
+class Card(pydantic.BaseModel):
+    """A member of a tagged union."""
+
+    kind: Literal["card"]
+    last4: str
+
+
+class Transfer(pydantic.BaseModel):
+    """Another member of a tagged union."""
+
+    kind: Literal["transfer"]
+    iban: str
+
+
+class Street(pydantic.BaseModel):
+    """A member of an untagged union."""
+
+    street: str
+
+
+class Locker(pydantic.BaseModel):
+    """Another member of an untagged union."""
+
+    locker_id: int
+
+
+_TAGGED: Any = Annotated[Card | Transfer, pydantic.Field(discriminator="kind")]
+UNIONS: Final[tuple[tuple[str, Any], ...]] = (
+    ("`int | str`", int | str),
+    ("`Card | Transfer` on a `Literal` tag (`discriminator`)", _TAGGED),
+    ("`list[Card | Transfer]` (tagged)", GenericAlias(list, (_TAGGED,))),
+    ("`Street | Locker` (no tag)", Street | Locker),
+)
+"""Unions, after the catalogue: `schemas.unions` says what each format makes of them."""
+
 _HEAD: Final = """# What each type becomes in each codec
 
 Generated from the code (`schemas/user/catalogue.py`; a unit test fails when this
@@ -151,7 +188,7 @@ def render() -> str:
         "| " + " | ".join(head) + " |",
         "|" + " --- |" * len(head),
     ]
-    for label, annotation in CATALOGUE:
+    for label, annotation in (*CATALOGUE, *UNIONS):
         verdicts = cells(annotation)
         row = [label.replace("|", "\\|"), "native"] + [
             verdicts[c] for c in DERIVED_CODECS

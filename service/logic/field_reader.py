@@ -16,8 +16,10 @@ What each form pays for, so that no codec skips a step the others take:
 | `X | None` | the attribute (None or X) | `HasField`, then the attribute |
 | datetime | the attribute (parsed when decoded) | `Timestamp.ToDatetime(tzinfo=UTC)` |
 | UUID, Decimal | the attribute (parsed when decoded) | `UUID(text)`, `Decimal(text)` |
+| address, URL (`Foreign.text`) | the attribute (made when decoded) | the type made from its text |
 | list, map | every item / entry | every item / entry |
 | nested message | every field of it | every field of it |
+| union | the member, by its tag (else its class) | the oneof's set member (`WhichOneof`) |
 
 The step returns how many values it read (None counts as one), which is the same
 number for every form of one message: the tests check that it read them all.
@@ -37,12 +39,15 @@ from google.protobuf.message import Message
 from schemas.shape import (
     Choice,
     FieldShape,
+    Foreign,
     ListOf,
     MapOf,
     MessageShape,
     Scalar,
     TypeShape,
+    UnionOf,
 )
+from schemas.unions import UNION_ONEOF, member_names, union_tags
 
 Read: TypeAlias = Callable[[Any], int]
 """Reads one value (a message, a list, a map, a scalar); returns the values read."""
@@ -90,6 +95,19 @@ def _decimal(value: Any) -> int:
     except ArithmeticError:
         pass  # not a number: protobuf does not check it (codec-schema check says so)
     return 1
+
+
+def _from_text(make: Callable[[str], Any]) -> Read:
+    """An address or URL carried as its text, made the user's type again."""
+
+    def read(value: Any) -> int:
+        try:  # noqa: SIM105  (cheaper than contextlib.suppress, per value)
+            make(value)  # what the other forms hold already
+        except ValueError:
+            pass  # not one: protobuf does not check it (codec-schema check says so)
+        return 1
+
+    return read
 
 
 def _count(values: Any) -> int:
@@ -150,6 +168,8 @@ class _Compiler:
 
     def _converter(self, shape: TypeShape) -> Read | None:
         """What turns a protobuf value into the other forms' (None: nothing)."""
+        if self._proto and isinstance(shape, Foreign) and shape.text is not None:
+            return _from_text(shape.text)
         if not (self._proto and isinstance(shape, Scalar)):
             return None
         return _CONVERTERS.get(shape.kind)
@@ -168,7 +188,33 @@ class _Compiler:
             if entry is _one:
                 return _count_entries
             return lambda entries: sum(map(entry, dict(entries).values()))
+        if isinstance(shape, UnionOf):
+            return self._union(shape)
         return self._converter(shape) or _one
+
+    def _union(self, shape: UnionOf) -> Read:
+        """The reader of a union's value: the member it is, read as that member."""
+        readers = [self.value(m) for m in shape.members]
+        if self._proto:  # the oneof wrapper (`schemas.derive.proto_file`)
+            by_name = dict(zip(member_names(shape), readers, strict=True))
+
+            def read_case(wrapper: Any) -> int:
+                name = wrapper.WhichOneof(UNION_ONEOF)
+                return 1 if name is None else by_name[name](getattr(wrapper, name))
+
+            return read_case
+        if shape.tag_field is not None:
+            by_tag = dict(zip(union_tags(shape), readers, strict=True))
+            tag = attrgetter(shape.tag_field)
+            return lambda value: by_tag[tag(value)](value)
+        by_class = {
+            m.name: r
+            for m, r in zip(shape.members, readers, strict=True)
+            if isinstance(m, MessageShape)
+        }
+        if not by_class:
+            return _one
+        return lambda value: by_class.get(type(value).__name__, _one)(value)
 
 
 _CONVERTERS: Final[dict[str, Read]] = {

@@ -232,3 +232,41 @@ class TestCli:
             main(["--version"])
         assert exc.value.code == 0
         assert capsys.readouterr().out.strip() == __version__
+
+
+class TestUserSchemas:
+    """`--schemas`: a user's model measured beside the profiles (the tagged union
+    and its flattened twin), a codec that cannot carry one left out with why."""
+
+    @pytest.fixture(autouse=True)
+    def _fixtures(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"
+        monkeypatch.syspath_prepend(str(fixtures))
+
+    def test_measured_beside_the_profiles_or_left_out_with_why(self) -> None:
+        """One run, no profile: the tagged union on protobuf and msgspec, and a model
+        protobuf cannot carry left out of protobuf alone."""
+        report = codecbench.run(
+            ["msgspec-json", "protobuf"],
+            [],
+            pool_size=POOL,
+            repeats=1,
+            warmups=0,
+            min_time_s=2e-4,
+            alloc_calls=POOL,
+            schemas=["tagged_events:TaggedEvent", "tracking:ShipmentEvent"],
+        )
+        assert [(r.codec, r.profile) for r in report.results] == [
+            ("msgspec-json", "TaggedEvent"),
+            ("protobuf", "TaggedEvent"),
+            ("msgspec-json", "ShipmentEvent"),
+        ]
+        assert all(r.decode_read.us.median > 0 for r in report.results)
+        assert len(report.left_out) == 1
+        assert report.left_out[0].startswith("protobuf on ShipmentEvent: ")
+        assert "no protobuf type decodes to a date" in report.left_out[0]
+        assert "Left out (the codec cannot carry the schema):" in to_markdown(report)
+
+    def test_no_profile_without_schemas_is_an_error(self) -> None:
+        with pytest.raises(ConfigError, match="--profiles"):
+            codecbench.run(["msgspec-json"], [])

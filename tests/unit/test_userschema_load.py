@@ -219,8 +219,8 @@ REFUSED = [
     (
         "UnionOfModels",
         "protobuf",
-        "UnionOfModels.delivery: a union of Address | Locker (untagged) is not "
-        "mapped to a protobuf oneof yet",
+        "UnionOfModels.delivery: a union of Address | Locker with no Literal tag "
+        "field is not mapped to a protobuf oneof: tag each member",
     ),
     ("WithSet", "protobuf", "WithSet.tags: protobuf has no set type"),
     ("WithSet", "avro", "WithSet.tags: Avro has no set type"),

@@ -23,6 +23,7 @@ import pytest
 
 from codec import CodecName, codec_refusal, get_codec
 from schemas.carried import _logical
+from schemas.compare import read_native
 from schemas.derive.avro_schema import logical_decimal
 from schemas.derive.msgspec_structs import NO_HOOKS, hooks
 from schemas.derive.proto_file import message_class
@@ -155,7 +156,8 @@ class TestTypesDoc:
     def test_verdicts_follow_the_rules(self) -> None:
         ip = catalogue.cells(ipaddress.IPv4Address)
         assert ip["msgspec-json"].startswith("carried as str")
-        assert ip["protobuf"] == "refused: protobuf has no IPv4Address type"
+        assert ip["protobuf"].startswith("carried as string (the IPv4Address text")
+        assert ip["flatbuffers"].startswith("carried as string (the IPv4Address text")
         assert catalogue.cells(uuid.UUID)["avro"] == "native"
         assert catalogue.cells(uuid.UUID)["capnp"].startswith("carried as string")
         assert catalogue.cells(datetime.date)["msgspec-msgpack"] == "native"
@@ -395,7 +397,8 @@ class TestShadowReadsCarriedTypes:
 
 class TestBinaryAddresses:
     """Cap'n Proto and Avro carry an address or URL as text, made the user's type
-    again at decode (msgspec's dec_hook in their conversion to the Struct)."""
+    again at decode (msgspec's dec_hook in their conversion to the Struct);
+    protobuf and FlatBuffers as text made the type when read."""
 
     @pytest.mark.parametrize(("codec", "form"), [("capnp", "Text"), ("avro", "string")])
     def test_round_trip_check_and_lines(self, codec: CodecName, form: str) -> None:
@@ -423,10 +426,39 @@ class TestBinaryAddresses:
         )
         assert len(report.changed[codec]) == 3
 
-    @pytest.mark.parametrize("codec", ["protobuf", "flatbuffers"])
-    def test_lazy_formats_still_refuse(self, codec: CodecName) -> None:
-        schema = from_class(model("Host", ip=(ipaddress.IPv4Address, ...)), "m:Host")
-        assert "has no IPv4Address type" in (codec_refusal(codec, schema) or "")
+    @pytest.mark.parametrize(
+        ("codec", "when"),
+        [
+            ("protobuf", "when read (protobuf's string field)"),
+            ("flatbuffers", "when read (the view's property)"),
+        ],
+    )
+    def test_lazy_formats_make_it_when_read(self, codec: CodecName, when: str) -> None:
+        """protobuf and FlatBuffers hold the text; reading by attribute (the field
+        reader, the comparison of decoded values) makes the user's type again."""
+        m = model(
+            "Host",
+            ip=(ipaddress.IPv4Address, ...),
+            nets=(list[ipaddress.IPv6Network], []),
+            url=(pydantic.HttpUrl | None, None),
+        )
+        schema = from_class(m, "m:Host")
+        assert codec_refusal(codec, schema) is None
+        built = get_codec(codec, schema)
+        obj: Any = built.from_builtins(
+            {"ip": "192.0.2.1", "nets": ["2001:db8::/48"], "url": "https://example.com"}
+        )
+        read = read_native(built.decode(built.encode(obj)), schema.shape)
+        assert read["ip"] == ipaddress.IPv4Address("192.0.2.1")
+        assert read["nets"] == [ipaddress.IPv6Network("2001:db8::/48")]
+        assert read["url"] == pydantic.HttpUrl("https://example.com")
+        report = run_check(schema, count=30, codecs=["json+pydantic", codec])
+        assert report.ok, report.findings
+        assert report.changed[codec][0] == (
+            "Host.ip: carried as string (the IPv4Address text, made the IPv4Address "
+            f"again {when})"
+        )
+        assert len(report.changed[codec]) == 3
 
 
 class Tier(enum.IntEnum):

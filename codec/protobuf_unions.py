@@ -1,0 +1,126 @@
+"""protobuf unions: a union's value wrapped in its oneof message, and read out of it.
+
+A union is a wrapper message with `oneof member` (`schemas.derive.proto_file`). The
+JSON-shaped values every codec's `from_builtins` takes hold the member itself (a
+tagged member with its tag, a scalar as it is), so `wrapping` makes the one-entry
+object `ParseDict` reads (`{"picked_up": {...}}`), chosen by the tag or by the
+value's type; `member_of` reads the set member back out of a decoded wrapper, as
+the field reader and the comparison of decoded values do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from google.protobuf.message import Message
+
+from schemas.shape import ListOf, MapOf, MessageShape, Scalar, TypeShape, UnionOf
+from schemas.unions import UNION_ONEOF, member_names, union_tags
+
+Fix = Callable[[Any], Any]
+
+_BY_TYPE: Final = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"))
+"""A JSON value's Python type -> the scalar member that holds it (bool before int)."""
+
+
+def is_wrapper(descriptor: Any) -> bool:
+    """True for a union's wrapper message (every field in `oneof member`)."""
+    oneofs = descriptor.oneofs
+    return (
+        len(oneofs) == 1
+        and oneofs[0].name == UNION_ONEOF
+        and len(oneofs[0].fields) == len(descriptor.fields)
+    )
+
+
+def member_of(wrapper: Message) -> tuple[str | None, Any]:
+    """The set member's field name and value (None, None: nothing set)."""
+    name = wrapper.WhichOneof(UNION_ONEOF)
+    return (None, None) if name is None else (name, getattr(wrapper, name))
+
+
+class Wrapping:
+    """Builds, once per shape, what wraps each union value of a builtins tree.
+
+    `value` returns None for a shape without a union, so a schema without one
+    pays nothing on `from_builtins`.
+    """
+
+    def __init__(self) -> None:
+        self._messages: dict[int, Fix | None] = {}
+
+    def value(self, shape: TypeShape) -> Fix | None:
+        if isinstance(shape, MessageShape):
+            return self._message(shape)
+        if isinstance(shape, ListOf):
+            item = self.value(shape.item)
+            return None if item is None else (lambda v: [item(x) for x in v])
+        if isinstance(shape, MapOf):
+            inner = self.value(shape.value)
+            if inner is None:
+                return None
+            return lambda v: {k: inner(x) for k, x in v.items()}
+        if isinstance(shape, UnionOf):
+            return self._union(shape)
+        return None
+
+    def _union(self, shape: UnionOf) -> Fix:
+        names = member_names(shape)
+        if shape.tag_field is not None:
+            key = _tag_key(shape)
+            by_tag = {
+                tag: (name, self.value(member) or _same)
+                for tag, name, member in zip(
+                    union_tags(shape), names, shape.members, strict=True
+                )
+            }
+
+            def wrap_tagged(v: Any) -> Any:
+                name, fix = by_tag[v[key]]  # KeyError: not a member's tag
+                return {name: fix(v)}
+
+            return wrap_tagged
+        kinds = {
+            m.kind: n
+            for m, n in zip(shape.members, names, strict=True)
+            if isinstance(m, Scalar)
+        }
+        if "bytes" in kinds and "str" not in kinds:
+            kinds["str"] = kinds["bytes"]  # bytes arrive as their base64 text
+
+        def wrap_scalar(v: Any) -> Any:
+            for kind, key in _BY_TYPE:
+                if isinstance(v, kind) and key in kinds:
+                    return {kinds[key]: v}
+            return v  # not a member's type: ParseDict says why
+
+        return wrap_scalar
+
+    def _message(self, msg: MessageShape) -> Fix | None:
+        if id(msg) in self._messages:  # a recursive type: decided when it is done
+            return lambda v: (self._messages[id(msg)] or _same)(v)
+        self._messages[id(msg)] = None
+        fixes = [(f.wire, one) for f in msg.fields if (one := self.value(f.type))]
+        if not fixes:
+            return None
+
+        def fix(record: dict[str, Any]) -> dict[str, Any]:
+            out = dict(record)
+            for key, one in fixes:
+                if out.get(key) is not None:
+                    out[key] = one(out[key])
+            return out
+
+        self._messages[id(msg)] = fix
+        return fix
+
+
+def _tag_key(shape: UnionOf) -> str:
+    first = shape.members[0]
+    assert isinstance(first, MessageShape)  # noqa: S101  (tagged: messages)
+    return next(f.wire for f in first.fields if f.name == shape.tag_field)
+
+
+def _same(value: Any) -> Any:
+    return value
