@@ -113,7 +113,7 @@ def carry(
                 out.values.append(r.value)
                 out.as_recorded.append(True)
                 continue
-            value, why = _transcode(
+            value, why = transcode(
                 source, target, r.value or b"", s.schema_spec, shape
             )
             if value is not None:
@@ -128,7 +128,7 @@ def carry(
     return out
 
 
-def _transcode(
+def transcode(
     source: Codec[Any],
     target: Codec[Any],
     value: bytes,

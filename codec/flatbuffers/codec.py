@@ -84,7 +84,7 @@ class FlatbuffersCodec:
         return out
 
     def from_builtins(self, data: dict[str, Any], /) -> Any:
-        return msgspec.convert(data, self._struct)
+        return msgspec.convert(data, self._struct, str_keys=True)
 
 
 def _views(shape: MessageShape, form: FbsForm, modules: dict[str, Any]) -> Any:

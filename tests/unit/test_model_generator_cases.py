@@ -3,12 +3,20 @@ fixture found, each as a fixed case: the generated model cut to the field at fau
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import pydantic
 
 from codec import codec_refusal, get_codec
+from loadgen.carry import transcode
+from schemas.compare import read_native
 from schemas.user.loader import from_class
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
 
 
 def _schema(name: str, **fields: Any) -> Any:
@@ -29,3 +37,31 @@ class TestEmptyDefaults:
             assert first.zones == set() and first.tags == []
             again = codec.decode(b"{}" if name == "msgspec-json" else b"\x80")
             assert again.zones == set() and again.zones is not first.zones
+
+
+class TestIntKeysFromJson:
+    """A dict keyed by ints or an IntEnum, replayed from JSON into a binary format,
+    is carried: JSON's builtins hold the keys as text ("1"), which the conversion
+    into the Struct reads as the key type (it used to count every such record as
+    not carried: "Expected `int`, got `str` - at `key`")."""
+
+    SENT = b'{"counts":{"1":2,"-9223372036854775808":3},"levels":[{"2":true}]}'
+
+    def test_carried_by_every_format_that_runs_it(self) -> None:
+        schema = _schema(
+            "IntKeys",
+            counts=(dict[int, int], ...),
+            levels=(list[dict[Level, bool]], ...),
+        )
+        source = get_codec("json+pydantic", schema)
+        expected = read_native(source.decode(self.SENT), schema.shape)
+        ran = []
+        for name in ("msgspec-msgpack", "protobuf", "flatbuffers", "capnp", "avro"):
+            if codec_refusal(name, schema) is not None:
+                continue
+            target = get_codec(name, schema)
+            value, why = transcode(source, target, self.SENT, schema.name, schema.shape)
+            assert value is not None, (name, why)
+            assert read_native(target.decode(value), schema.shape) == expected, name
+            ran.append(name)
+        assert {"msgspec-msgpack", "avro"} <= set(ran)
