@@ -47,8 +47,9 @@ from service.shadow.verdict import located
 
 _INT_RANGE: Final = (-(2**63), 2**64)
 """The ints every wire format holds: int64 and uint64 together."""
-_PB_PATH: Final = re.compile(r" at [A-Za-z_][\w]*\.([\w.\[\]]+?)\.?$")
-"""protobuf's json_format ends a ParseError with `at Message.field.sub.`."""
+_PB_PATH: Final = re.compile(r" at [A-Za-z_][\w]*\.([\w.\[\]]+?)\.*$")
+"""protobuf's json_format ends a ParseError with `at Message.field.sub.` (two dots
+after a field inside a repeated message: `at M.items[0].at..`)."""
 _NAIVE: Final = {"protobuf": "protobuf's Timestamp holds instants"}
 _MAX_REASON: Final = 160
 _JSON: Final = msgspec.json.Encoder(order="sorted").encode

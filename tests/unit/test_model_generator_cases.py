@@ -3,10 +3,12 @@ fixture found, each as a fixed case: the generated model cut to the field at fau
 
 from __future__ import annotations
 
+import datetime
 import enum
 from typing import Any
 
 import pydantic
+from pydantic.alias_generators import to_camel
 
 from codec import codec_refusal, get_codec
 from loadgen.carry import transcode
@@ -65,3 +67,26 @@ class TestIntKeysFromJson:
             assert read_native(target.decode(value), schema.shape) == expected, name
             ran.append(name)
         assert {"msgspec-msgpack", "avro"} <= set(ran)
+
+
+class TestNestedNaiveDatetime:
+    """A naive datetime inside a list of models is counted as what it is, a datetime
+    protobuf cannot hold, by its field (protobuf's error ends `at M.items[0].at..`,
+    whose second dot hid the field: the reason was protobuf's whole parse error)."""
+
+    def test_counted_by_field_and_reason(self) -> None:
+        item = pydantic.create_model(
+            "Item",
+            __config__=pydantic.ConfigDict(alias_generator=to_camel),
+            taken_at=(datetime.datetime, ...),
+        )
+        schema = _schema("Items", items=(list[item], ...))
+        sent = b'{"items":[{"takenAt":"2000-01-01T00:00:00"}]}'
+        source = get_codec("json+pydantic", schema)
+        target = get_codec("protobuf", schema)
+        value, why = transcode(source, target, sent, schema.name, schema.shape)
+        assert value is None
+        assert why == (
+            "items.takenAt: a datetime without a timezone (protobuf's Timestamp "
+            "holds instants)"
+        )
