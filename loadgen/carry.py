@@ -57,8 +57,10 @@ _INDEXES: Final = re.compile(r"\[\d+\]")
 _STEP: Final = re.compile(
     r"\.(?P<name>[A-Za-z_]\w*)"
     r"|\[(?P<key>-?\d+|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]"
+    r"|\[(?P<repr>[^\[\]]+)\]"
 )
-"""One step of a `diff` path: `.field`, `[2]` or `['key']` (a map key's repr)."""
+"""One step of a `diff` path: `.field`, `[2]`, `['key']` or `[UUID('...')]` (a map
+key's repr; one that is no literal is found by its repr)."""
 
 
 def content_type(r: Record) -> bytes | None:
@@ -114,9 +116,7 @@ def carry(
                 out.values.append(r.value)
                 out.as_recorded.append(True)
                 continue
-            value, why = transcode(
-                source, target, r.value or b"", s.schema_spec, shape
-            )
+            value, why = transcode(source, target, r.value or b"", s.schema_spec, shape)
             if value is not None:
                 out.indexes.append(i)
                 out.values.append(value)
@@ -237,6 +237,10 @@ def _at(value: Any, path: str) -> Any:
             return None
         pos = step.end()
         name, key = step["name"], step["key"]
+        if step["repr"] is not None and isinstance(value, dict):
+            found = [v for k, v in value.items() if repr(k) == step["repr"]]
+            value = found[0] if found else None
+            continue
         try:
             value = value[name if name is not None else ast.literal_eval(key)]
         except (KeyError, IndexError, TypeError, ValueError, SyntaxError):
@@ -256,7 +260,7 @@ def wire_path(path: str, shape: MessageShape) -> str:
                 here = here.item
             elif isinstance(here, MapOf):
                 here = here.value
-            elif isinstance(here, TupleOf) and key.lstrip("-").isdigit():
+            elif isinstance(here, TupleOf) and (key or "").lstrip("-").isdigit():
                 here = here.items[int(key)] if int(key) < len(here.items) else None
             continue
         f = next(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import uuid
 from typing import Any
 
 import pydantic
@@ -89,4 +90,24 @@ class TestNestedNaiveDatetime:
         assert why == (
             "items.takenAt: a datetime without a timezone (protobuf's Timestamp "
             "holds instants)"
+        )
+
+
+class TestNaiveDatetimeUnderAMapKey:
+    """A naive datetime in a map keyed by UUIDs (or datetimes) is counted as a naive
+    datetime: the comparison's path holds the key's repr (`[UUID('...')]`), which
+    the replay now follows (it fell back to "a value capnp reads back changed")."""
+
+    def test_counted_by_field_and_reason(self) -> None:
+        item = pydantic.create_model("Slot", at=(datetime.datetime, ...))
+        schema = _schema("ByUuid", slots=(dict[uuid.UUID, item], ...))
+        key = "8f5e6b3c-1d2e-4f00-9a7b-0123456789ab"
+        sent = b'{"slots":{"%s":{"at":"2000-01-01T00:00:00"}}}' % key.encode()
+        source = get_codec("json+pydantic", schema)
+        target = get_codec("capnp", schema)
+        value, why = transcode(source, target, sent, schema.name, schema.shape)
+        assert value is None
+        assert why == (
+            "slots.at: a datetime without a timezone (capnp holds instants: it reads "
+            "back as UTC)"
         )
