@@ -47,7 +47,7 @@ from service.shadow.verdict import located
 
 _INT_RANGE: Final = (-(2**63), 2**64)
 """The ints every wire format holds: int64 and uint64 together."""
-_PB_PATH: Final = re.compile(r" at [A-Za-z_][\w]*\.([\w.\[\]]+?)\.*$")
+_PB_PATH: Final = re.compile(r" at [A-Za-z_][\w]*\.([\w.\[\]-]+?)\.*$")
 """protobuf's json_format ends a ParseError with `at Message.field.sub.` (two dots
 after a field inside a repeated message: `at M.items[0].at..`)."""
 _NAIVE: Final = {"protobuf": "protobuf's Timestamp holds instants"}
@@ -217,7 +217,17 @@ def lost(before: Any, after: Any, target: str) -> str:
         return f"a float {target} reads back as another value"
     if isinstance(before, frozenset | set):
         return f"a set whose members {target} changes"
+    if _naive_keys(before) and isinstance(after, dict) and set(before) != set(after):
+        held = _NAIVE.get(target, f"{target} holds instants: it reads back as UTC")
+        return f"a datetime map key without a timezone ({held})"
     return f"a value {target} reads back changed"
+
+
+def _naive_keys(value: Any) -> bool:
+    """True for a map with a naive datetime among its keys."""
+    return isinstance(value, dict) and any(
+        isinstance(k, datetime.datetime) and k.tzinfo is None for k in value
+    )
 
 
 def _as_float32(value: float) -> float:

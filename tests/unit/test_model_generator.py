@@ -62,6 +62,7 @@ NOT_CARRIED: Final = (
     "an int wider than 64 bits (",
     "narrows to 32 bits",
     "a set whose members ",
+    "a datetime map key without a timezone (",
 )
 """What a replay may count as not carried: values a format has no faithful form
 for (`loadgen.carry.lost`); anything else is a value sent changed or a crash."""

@@ -111,3 +111,38 @@ class TestNaiveDatetimeUnderAMapKey:
             "slots.at: a datetime without a timezone (capnp holds instants: it reads "
             "back as UTC)"
         )
+
+
+class TestReasonsWithAKebabAliasAndDatetimeKeys:
+    """Two reasons the replay now names: protobuf's error at a field whose alias
+    holds a `-` (`taken-at`), and a naive datetime map key Cap'n Proto reads back
+    in UTC (both fell back to a generic "record: ParseError" / "a value capnp reads
+    back changed")."""
+
+    def test_a_kebab_alias(self) -> None:
+        schema = _schema(
+            "Kebab",
+            taken_at=(datetime.datetime, pydantic.Field(alias="taken-at")),
+        )
+        sent = b'{"taken-at":"2000-01-01T00:00:00"}'
+        source = get_codec("json+pydantic", schema)
+        target = get_codec("protobuf", schema)
+        _, why = transcode(source, target, sent, schema.name, schema.shape)
+        assert why == (
+            "taken-at: a datetime without a timezone (protobuf's Timestamp holds "
+            "instants)"
+        )
+
+    def test_a_naive_datetime_key(self) -> None:
+        schema = _schema("Keys", slots=(dict[datetime.datetime, int], ...))
+        source = get_codec("json+pydantic", schema)
+        target = get_codec("capnp", schema)
+        naive = b'{"slots":{"2000-01-01T00:00:00":1}}'
+        _, why = transcode(source, target, naive, schema.name, schema.shape)
+        assert why == (
+            "slots: a datetime map key without a timezone (capnp holds instants: "
+            "it reads back as UTC)"
+        )
+        aware = b'{"slots":{"2000-01-01T00:00:00+05:00":1}}'
+        value, why = transcode(source, target, aware, schema.name, schema.shape)
+        assert value is not None and why == ""
