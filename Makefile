@@ -93,6 +93,12 @@ faults-fast: setup  ## The fault suite's fast set (~4 min), as CI runs it
 
 FUZZ_ARGS ?=
 
+acceptance: setup  ## Issue 29's "Done when" on the inventory fixture: a recorded replay with lax values and naive datetimes, and its shadow decode (~1-2 min)
+	CODEC_AB_ACCEPTANCE=1 $(PY) -m pytest tests/integration/test_replay_inventory.py -q
+
+fuzz-models: setup  ## The model generator's long run: 1,500 random pydantic models through every codec (MODEL_GEN_PROFILE=long)
+	MODEL_GEN_PROFILE=long $(PY) -m pytest tests/unit/test_model_generator.py -q
+
 fuzz: setup  ## Coverage-guided fuzzing (atheris) of each codec's decode path, 60 s each (FUZZ_ARGS="--codec protobuf --seconds 20")
 	$(PY) -m tests.fuzz $(FUZZ_ARGS)
 
@@ -123,4 +129,4 @@ down:  ## Stop the compose stack and drop its volumes
 clean:  ## Remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help docs docs-build ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-fixed-rate bench-loop-parts bench-overhead bench-instructions bench-gc codec-bench bench-loadgen faults faults-fast fuzz kafka-start kafka-stop up down clean
+.PHONY: help docs docs-build ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-fixed-rate bench-loop-parts bench-overhead bench-instructions bench-gc codec-bench bench-loadgen faults faults-fast fuzz fuzz-models acceptance kafka-start kafka-stop up down clean

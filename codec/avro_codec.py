@@ -90,7 +90,9 @@ class AvroCodec(Generic[S]):
         return out
 
     def from_builtins(self, data: dict[str, Any], /) -> S:
-        return msgspec.convert(data, self._struct, dec_hook=self._hooks.dec_hook)
+        return msgspec.convert(
+            data, self._struct, dec_hook=self._hooks.dec_hook, str_keys=True
+        )
 
 
 class _TextDecimals:

@@ -161,7 +161,9 @@ class CapnpCodec(Generic[S]):
         return out
 
     def from_builtins(self, data: dict[str, Any], /) -> S:
-        return msgspec.convert(data, self._struct, dec_hook=self._hooks.dec_hook)
+        return msgspec.convert(
+            data, self._struct, dec_hook=self._hooks.dec_hook, str_keys=True
+        )
 
 
 def _field_names(shape: MessageShape) -> list[tuple[int, list[str]]]:

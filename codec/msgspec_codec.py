@@ -35,7 +35,10 @@ class _MsgspecCodec(Generic[S]):
         return out
 
     def from_builtins(self, data: dict[str, Any], /) -> S:
-        return msgspec.convert(data, self._struct, dec_hook=self._hooks.dec_hook)
+        # str_keys: builtins as JSON has them hold an int or enum map key as text.
+        return msgspec.convert(
+            data, self._struct, dec_hook=self._hooks.dec_hook, str_keys=True
+        )
 
     def decode(self, data: bytes, /) -> S:
         return safe_decode(self.name, self.decode_unchecked, data)

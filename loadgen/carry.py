@@ -47,8 +47,9 @@ from service.shadow.verdict import located
 
 _INT_RANGE: Final = (-(2**63), 2**64)
 """The ints every wire format holds: int64 and uint64 together."""
-_PB_PATH: Final = re.compile(r" at [A-Za-z_][\w]*\.([\w.\[\]]+?)\.?$")
-"""protobuf's json_format ends a ParseError with `at Message.field.sub.`."""
+_PB_PATH: Final = re.compile(r" at [A-Za-z_][\w]*\.([\w.\[\]-]+?)\.*$")
+"""protobuf's json_format ends a ParseError with `at Message.field.sub.` (two dots
+after a field inside a repeated message: `at M.items[0].at..`)."""
 _NAIVE: Final = {"protobuf": "protobuf's Timestamp holds instants"}
 _MAX_REASON: Final = 160
 _JSON: Final = msgspec.json.Encoder(order="sorted").encode
@@ -56,8 +57,10 @@ _INDEXES: Final = re.compile(r"\[\d+\]")
 _STEP: Final = re.compile(
     r"\.(?P<name>[A-Za-z_]\w*)"
     r"|\[(?P<key>-?\d+|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]"
+    r"|\[(?P<repr>[^\[\]]+)\]"
 )
-"""One step of a `diff` path: `.field`, `[2]` or `['key']` (a map key's repr)."""
+"""One step of a `diff` path: `.field`, `[2]`, `['key']` or `[UUID('...')]` (a map
+key's repr; one that is no literal is found by its repr)."""
 
 
 def content_type(r: Record) -> bytes | None:
@@ -113,9 +116,7 @@ def carry(
                 out.values.append(r.value)
                 out.as_recorded.append(True)
                 continue
-            value, why = _transcode(
-                source, target, r.value or b"", s.schema_spec, shape
-            )
+            value, why = transcode(source, target, r.value or b"", s.schema_spec, shape)
             if value is not None:
                 out.indexes.append(i)
                 out.values.append(value)
@@ -128,7 +129,7 @@ def carry(
     return out
 
 
-def _transcode(
+def transcode(
     source: Codec[Any],
     target: Codec[Any],
     value: bytes,
@@ -216,7 +217,17 @@ def lost(before: Any, after: Any, target: str) -> str:
         return f"a float {target} reads back as another value"
     if isinstance(before, frozenset | set):
         return f"a set whose members {target} changes"
+    if _naive_keys(before) and isinstance(after, dict) and set(before) != set(after):
+        held = _NAIVE.get(target, f"{target} holds instants: it reads back as UTC")
+        return f"a datetime map key without a timezone ({held})"
     return f"a value {target} reads back changed"
+
+
+def _naive_keys(value: Any) -> bool:
+    """True for a map with a naive datetime among its keys."""
+    return isinstance(value, dict) and any(
+        isinstance(k, datetime.datetime) and k.tzinfo is None for k in value
+    )
 
 
 def _as_float32(value: float) -> float:
@@ -236,6 +247,10 @@ def _at(value: Any, path: str) -> Any:
             return None
         pos = step.end()
         name, key = step["name"], step["key"]
+        if step["repr"] is not None and isinstance(value, dict):
+            found = [v for k, v in value.items() if repr(k) == step["repr"]]
+            value = found[0] if found else None
+            continue
         try:
             value = value[name if name is not None else ast.literal_eval(key)]
         except (KeyError, IndexError, TypeError, ValueError, SyntaxError):
@@ -255,7 +270,7 @@ def wire_path(path: str, shape: MessageShape) -> str:
                 here = here.item
             elif isinstance(here, MapOf):
                 here = here.value
-            elif isinstance(here, TupleOf) and key.lstrip("-").isdigit():
+            elif isinstance(here, TupleOf) and (key or "").lstrip("-").isdigit():
                 here = here.items[int(key)] if int(key) < len(here.items) else None
             continue
         f = next(

@@ -1,9 +1,9 @@
 """Which codec's format carries which shape: every refusal is for one codec, with why.
 
-A pydantic model is always run by the three pydantic codecs (it is their form); each
-other codec runs a derived form, and a part of the shape its format has no type for
-refuses that codec alone, one "PATH: REASON" line per field, the reason naming the
-format. `carriage` walks a whole shape (union members and nested messages included)
+A pydantic model is always run by the pydantic codecs (it is their form; orjson's
+one limit, an int bounded past 64 bits, refuses orjson+pydantic); each other codec
+runs a derived form, and a part of the shape its format has no type for refuses that
+codec alone, one "PATH: REASON" line per field, the reason naming the format. `carriage` walks a whole shape (union members and nested messages included)
 so that one pass names every (codec, field); the derived FlatBuffers, Cap'n Proto and
 Avro schemas add their own naming rules when built (`codec.codec_refusal`).
 
@@ -40,6 +40,8 @@ MSGSPEC_CODECS: Final = ("msgspec-json", "msgspec-msgpack")
 BINARY_CODECS: Final = ("protobuf", "flatbuffers", "capnp", "avro")
 DERIVED_CODECS: Final = (*MSGSPEC_CODECS, *BINARY_CODECS)
 """The codecs that run a form derived from a pydantic model."""
+ORJSON: Final = PYDANTIC_CODECS[2]
+"""The one pydantic codec whose JSON library has a limit: ints of 64 bits."""
 FORMAT_NAMES: Final = {
     "msgspec-json": "msgspec",
     "msgspec-msgpack": "msgspec",
@@ -192,7 +194,7 @@ def _walk(
     if isinstance(shape, MessageShape):
         _walk_message(shape, path, out, skip, seen, rule, nullable_lists)
         return
-    for codec in DERIVED_CODECS:
+    for codec in (*DERIVED_CODECS, ORJSON):
         for reason in rule(shape, codec):
             _add(out, skip, (codec,), path, reason)
     if isinstance(shape, ListOf):
@@ -228,6 +230,8 @@ def node_reasons(shape: TypeShape, codec: str) -> list[str]:
     The derived forms call it for the shapes they have no type for, so that a
     form printed on its own names the same reason.
     """
+    if codec == ORJSON:  # orjson writes no int past 64 bits, reads one as a float
+        return _scalar(shape, codec, "orjson") if isinstance(shape, Scalar) else []
     fmt = FORMAT_NAMES.get(codec)
     if fmt is None:  # a pydantic codec: the user's own model carries everything
         return []

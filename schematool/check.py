@@ -41,8 +41,9 @@ from schemas.user.synthetic import SynthOptions, make_payloads
 from schemas.user.validators import NotRun, not_run
 from schematool.codecs import WIRE_CODECS, user_codec
 
-_PB_PATH: Final = re.compile(r" at [A-Za-z_]\w*\.([\w.\[\]]+?)\.?$")
-"""protobuf's json_format ends a ParseError with `at Message.field.sub.`."""
+_PB_PATH: Final = re.compile(r" at [A-Za-z_]\w*\.([\w.\[\]-]+?)\.*$")
+"""protobuf's json_format ends a ParseError with `at Message.field.sub.` (two dots
+after a field inside a repeated message: `at M.items[0].at..`)."""
 _REFERENCE: Final = {
     "pydantic": "json+pydantic",
     "msgspec": "msgspec-json",

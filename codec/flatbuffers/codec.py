@@ -97,7 +97,7 @@ class FlatbuffersCodec:
 
     def from_builtins(self, data: dict[str, Any], /) -> Any:
         return msgspec.convert(
-            data, self._struct, dec_hook=hooks(self._struct).dec_hook
+            data, self._struct, str_keys=True, dec_hook=hooks(self._struct).dec_hook
         )
 
 

@@ -96,8 +96,21 @@ class FbsForm:
 
 
 def camel(name: str) -> str:
-    """flatc's Python accessor name of field `name` (`customer_id` -> `CustomerId`)."""
-    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+    """flatc's Python accessor name of field `name` (`customer_id` -> `CustomerId`).
+
+    flatc's own rule (ConvertCase to UpperCamel): the first character and each one
+    after an `_` are upper-cased and that `_` dropped, except a trailing `_`, which
+    stays (`from_` -> `From_`, `a__b` -> `A_b`).
+    """
+    out, i = [name[:1].upper()], 1
+    while i < len(name):
+        if name[i] == "_" and i + 1 < len(name):
+            i += 1
+            out.append(name[i].upper())
+        else:
+            out.append(name[i])
+        i += 1
+    return "".join(out)
 
 
 def scalar_type(shape: Scalar | Choice) -> str:

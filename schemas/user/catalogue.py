@@ -22,7 +22,7 @@ from typing import Annotated, Any, Final, Literal
 import pydantic
 
 from schemas.carried import carried
-from schemas.formats import DERIVED_CODECS, Refusals, carriage
+from schemas.formats import DERIVED_CODECS, ORJSON, Refusals, carriage
 from schemas.user.pydantic_reader import read_model
 
 
@@ -149,14 +149,16 @@ is a one-field pydantic model read as a team's model is.
   (the others run).
 
 The pydantic codecs (`json+pydantic`, `json-stdlib+pydantic`, `orjson+pydantic`)
-run your own model and carry every type. Validators are never refused: `check`
-lists them as not run by the derived codecs.
+run your own model and carry every type, but for orjson's limit of 64-bit ints (its
+verdict is in the pydantic column when it is not native). Validators are never
+refused: `check` lists them as not run by the derived codecs.
 
 """
 
 
 def cells(annotation: Any) -> dict[str, str]:
-    """Each derived codec's verdict on one annotation: native, carried or refused."""
+    """Each derived codec's verdict on one annotation (and orjson+pydantic's, the
+    one pydantic codec with a limit): native, carried or refused."""
     model = pydantic.create_model("Row", value=(annotation, ...))
     refusals = Refusals()
     shape = read_model(model, refusals)
@@ -167,7 +169,7 @@ def cells(annotation: Any) -> dict[str, str]:
         lines.setdefault(codec, []).extend(found)
     forms = carried(shape, "pydantic")
     out: dict[str, str] = {}
-    for codec in DERIVED_CODECS:
+    for codec in (*DERIVED_CODECS, ORJSON):
         if lines.get(codec):
             out[codec] = "refused: " + "; ".join(_reason(r) for r in lines[codec])
         elif forms.get(codec):
@@ -190,7 +192,9 @@ def render() -> str:
     ]
     for label, annotation in (*CATALOGUE, *UNIONS):
         verdicts = cells(annotation)
-        row = [label.replace("|", "\\|"), "native"] + [
+        orjson = verdicts[ORJSON]
+        pydantic_cell = "native" if orjson == "native" else f"native; {ORJSON} {orjson}"
+        row = [label.replace("|", "\\|"), pydantic_cell] + [
             verdicts[c] for c in DERIVED_CODECS
         ]
         rows.append("| " + " | ".join(row) + " |")

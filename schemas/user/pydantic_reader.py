@@ -244,7 +244,7 @@ def _default(
     """A field default as (value, factory), or a refusal for unmappable ones."""
     if value is None and nullable:
         return None, None
-    if value == [] or value == {}:
+    if isinstance(value, list | dict | set) and not value:  # a copy for each object
         return NO_DEFAULT, type(value)
     immutable = (
         bool,

@@ -187,6 +187,7 @@ class TestRefusals:
         monkeypatch.syspath_prepend(str(tmp_path))
         schema = load_schema("wide_ints:W")
         assert list(schema.refused) == [
+            "orjson+pydantic",
             "msgspec-msgpack",
             "protobuf",
             "flatbuffers",

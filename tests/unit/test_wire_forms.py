@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import decimal
+from typing import Any
+
 import msgspec
+import pydantic
 import pytest
 
 from codec import get_codec
@@ -49,6 +53,25 @@ class TestDerivation:
 
     def test_names(self) -> None:
         assert camel("card_last4") == "CardLast4"
+        # flatc keeps a trailing `_` and the second of two (its ConvertCase).
+        assert camel("from_") == "From_"
+        assert camel("field_2_decimal_10_2_") == "Field2Decimal102_"
+        assert camel("a__b") == "A_b"
+
+    def test_flatbuffers_reads_a_field_named_with_a_trailing_underscore(self) -> None:
+        """Found by tests/unit/test_model_generator.py: a field `field_2_decimal_10_2_`
+        raised AttributeError when the codec was built (flatc names its accessor
+        `Field2Decimal102_`)."""
+        fields: Any = {
+            "from_": (str, pydantic.Field(alias="from")),
+            "field_2_decimal_10_2_": (list[decimal.Decimal] | None, None),
+        }
+        schema = from_class(pydantic.create_model("Trailing", **fields), "t:Trailing")
+        codec = get_codec("flatbuffers", schema)
+        data = {"from": "depot", "field_2_decimal_10_2_": ["1.50"]}
+        back = codec.decode(codec.encode(codec.from_builtins(data)))
+        assert back.from_ == "depot"
+        assert back.field_2_decimal_10_2_ == [decimal.Decimal("1.50")]
         assert capnp_name("customer_id") == "customerId"
         assert capnp_name("Order", upper=True) == "Order"
 
