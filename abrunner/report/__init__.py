@@ -4,6 +4,7 @@
 | --- | --- |
 | `tables` | one row per codec, ratios to a baseline, the environment, the files |
 | `decisions`, `stats` | cores at a target rate; ratios with 95 % intervals |
+| `windows` | ratios window by window, in blocks (staging's slices, the lab's paired windows) |
 | `decode_share` | the decode's share of each codec's CPU per message |
 | `rejections` | what each codec refused of the traffic |
 | `notes` | the prose around the tables: warnings, the legend |
