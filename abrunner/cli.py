@@ -32,18 +32,17 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any, Final, TextIO
+from typing import Any, Final
 
 from rich.console import Console
-from rich.markdown import Markdown
-from rich.table import Table
 
 import service.settings.cli_flags as commands
 from abrunner.config import PREFERRED_BASELINE, TOOL, AbSettings
 from abrunner.lab import payload_sizing, runner
 from abrunner.plan import Plan, Profile, schema_limits
-from abrunner.report import compare, decisions, decode_share, notes, rejections
-from abrunner.report.tables import markdown_table, tables, write
+from abrunner.report import compare, decisions, rejections
+from abrunner.report.tables import write
+from abrunner.report.terminal import print_tables
 from abrunner.results import CaseResult, Report
 from loadgen import replay
 from localkafka.topics import CONNECT_TIMEOUT_S, TopicAdmin
@@ -96,6 +95,14 @@ _FLAGS: Final = (
         "find each codec's maximum rate per worker process",
         boolean=True,
     ),
+    Flag(
+        "--mode",
+        ("mode",),
+        "paired: every codec of a repeat at once on the same traffic, compared "
+        "window by window (sequential where the machine cannot carry them all); "
+        "sequential: one codec after another, in a rotated order",
+    ),
+    Flag("--window-s", ("window_s",), "seconds per window of a paired run", float),
     Flag("--max-messages", ("max_messages",), "backlog size in --max mode", int),
     Flag("--partitions", ("partitions",), "partitions of each topic", int),
     Flag(
@@ -183,6 +190,7 @@ def plan_from_settings(s: AbSettings) -> Plan:
         profiles = [p for p in profiles if p.schema != "large"]
         profiles += [Profile("large", size) for size in s.large_bytes]
     same = {"rate", "duration", "warmup", "repeat", "max_mode", "max_messages"}
+    same |= {"mode", "window_s"}
     codecs, left_out, skipped = schema_limits(
         s.schema_,
         tuple(s.codecs),
@@ -347,47 +355,3 @@ def _interrupts() -> Iterator[_Stop]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-def print_tables(report: Report, out: TextIO) -> None:
-    """The report's tables and warnings on `out`.
-
-    A terminal gets rich tables; anything else (a pipe, a file) gets report.md's
-    Markdown tables, one line per row whatever the width. Each codec's rejections
-    list its `rejections.SHOWN` most frequent reasons and say that report.md
-    lists the others.
-    """
-    cut = rejections.Cut(rejections.SHOWN, str(report.plan.out_dir / "report.md"))
-    before = [
-        notes.interrupted(report),
-        notes.repeat_warning(report.plan),
-        notes.baseline_behind(report),
-    ]
-    after = [
-        decisions.section(report),
-        decode_share.note(report),
-        rejections.sections(report.results, list(report.summary), cut),
-        notes.decode_differs(report.summary),
-        notes.invalid_latencies(report),
-    ]
-    texts = [t for t in before if t], [t for t in after if t]
-    if not out.isatty():
-        lines = [f"{text}\n" for text in texts[0]]
-        for profile, headers, body in tables(report):
-            heading = report.plan.heading(profile)
-            lines += [f"## {heading}", "", *markdown_table(headers, body), ""]
-        lines += [f"{text}\n" for text in texts[1]]
-        out.write("\n".join(lines))
-        return
-    console = Console(file=out)
-    for text in texts[0]:
-        console.print(Markdown(text))
-    for profile, headers, body in tables(report):
-        view = Table(title=report.plan.heading(profile).replace("`", ""))
-        for i, header in enumerate(headers):  # the codec column stays whole
-            view.add_column(header, overflow="fold", no_wrap=i == 0)
-        for cells in body:
-            view.add_row(*cells)
-        console.print(view)
-    for text in texts[1]:
-        console.print(Markdown(text))

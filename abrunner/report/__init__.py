@@ -9,6 +9,8 @@
 | `rejections` | what each codec refused of the traffic |
 | `notes` | the prose around the tables: warnings, the legend |
 | `charts` | the PNG charts (matplotlib, the `report` extra) |
+| `terminal` | the tables and notes printed at the end of a run |
+| `paired`, `order` | a paired run's window-by-window ratios; a sequential run's order effect |
 | `compare` | one report against an older one, as a CI gate |
 
 May import `abrunner.plan`, `abrunner.results` and the packages below `abrunner`:

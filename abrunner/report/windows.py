@@ -23,7 +23,7 @@ import statistics
 from typing import Final
 
 from abrunner.report import stats
-from abrunner.report.decisions import DECIDED
+from abrunner.report.stats import DECIDED
 from abrunner.results import CaseResult, Ratio
 
 MIN_BLOCKS: Final = stats.MIN_REPEATS
