@@ -112,20 +112,3 @@ def check(
         basis=basis,
         fits=needed <= cores,
     )
-
-
-def sentence(found: Capacity) -> str:
-    """The check in one line, for the terminal and report.md."""
-    if not found.workers:
-        return f"paired run: not possible ({found.basis}): runs sequentially"
-    each = ", ".join(f"{c} {v:.2f}" for c, v in found.workers.items())
-    verdict = (
-        "runs paired"
-        if found.fits
-        else "does not fit: runs sequentially, one codec after another"
-    )
-    return (
-        f"paired run: {len(found.workers)} workers need ~{found.needed:.2f} of "
-        f"{found.cores} cores ({each}; load generator and broker "
-        f"{found.others:.2f}; from {found.basis}): {verdict}"
-    )

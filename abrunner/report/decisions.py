@@ -181,12 +181,14 @@ def _x(ratio: float, digits: int = 2) -> str:
 
 def _method(report: Report) -> str:
     """How the ratios were taken: paired windows, or repeats one after another."""
+    checked = report.capacity
+    check = "" if checked is None else paired.capacity_sentence(checked) + ". "
     if report.paired is None:
-        return (
+        return check + (
             "Sequential: the codecs ran one after another, in a rotated order each "
             "repeat."
         )
-    return (
+    return check + (
         f"Paired: every codec's worker ran at the same time on the same traffic "
         f"(one load generator, the same messages at the same instants on each "
         f"codec's topic), sampled every {report.paired.window_s:g} s. CPU us/msg "

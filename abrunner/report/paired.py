@@ -26,7 +26,7 @@ from typing import Final
 
 from abrunner.report import stats, windows
 from abrunner.results import CaseResult, Ratio
-from abrunner.windowed import Paired, Window
+from abrunner.windowed import Capacity, Paired, Window
 from service.telemetry.histogram import quantile
 
 STALL: Final = 0.5
@@ -167,3 +167,20 @@ def _by_key(
         for w in found
         if w.profile == profile and w.codec == codec
     }
+
+
+def capacity_sentence(found: Capacity) -> str:
+    """The check in one line, for the terminal and report.md."""
+    if not found.workers:
+        return f"paired run: not possible ({found.basis}): runs sequentially"
+    each = ", ".join(f"{c} {v:.2f}" for c, v in found.workers.items())
+    verdict = (
+        "runs paired"
+        if found.fits
+        else "does not fit: runs sequentially, one codec after another"
+    )
+    return (
+        f"paired run: {len(found.workers)} workers need ~{found.needed:.2f} of "
+        f"{found.cores} cores ({each}; load generator and broker "
+        f"{found.others:.2f}; from {found.basis}): {verdict}"
+    )

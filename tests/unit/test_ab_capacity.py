@@ -6,6 +6,7 @@ import math
 
 from abrunner.lab import capacity
 from abrunner.plan import Plan, Profile
+from abrunner.report.paired import capacity_sentence
 from abrunner.results import InProcess
 
 CODECS = ("json+pydantic", "msgspec-json", "msgspec-msgpack", "protobuf")
@@ -54,7 +55,7 @@ class TestCheck:
     def test_does_not_fit(self) -> None:
         found = capacity.check(plan(40_000), bench(30.0), cores=2)
         assert not found.fits
-        assert "sequential" in capacity.sentence(found)
+        assert "sequential" in capacity_sentence(found)
 
     def test_more_cores_fit(self) -> None:
         assert capacity.check(plan(40_000), bench(30.0), cores=16).fits

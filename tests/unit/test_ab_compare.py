@@ -46,6 +46,13 @@ def scaled(values: list[float], factor: float) -> list[float]:
 OLD = run({CODECS[0]: scaled(STEADY, 3), CODECS[1]: STEADY})
 
 
+@pytest.fixture(autouse=True)
+def _sequential(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These runs fake `runner.run_case`: the sequential cases (paired runs are
+    `abrunner.lab.paired`, tested in tests/integration/test_ab.py)."""
+    monkeypatch.setenv("AB_MODE", "sequential")
+
+
 class TestGate:
     """A codec slowed beyond the threshold fails the gate; the same figures pass."""
 
