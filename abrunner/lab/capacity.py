@@ -71,15 +71,21 @@ def check(
         calibrate: measures the codecs in-process when `in_process` is empty.
     """
     cores = cores or os.cpu_count() or 1
-    if plan.max_mode or plan.replay is not None:
-        why = "--max drains a backlog per codec" if plan.max_mode else "a replay"
+    if plan.max_mode or plan.replay is not None or len(plan.codecs) < 2:
+        why = (
+            "--max drains a backlog per codec: paired runs are paced"
+            if plan.max_mode
+            else "a replay is sent by one load generator per case"
+            if plan.replay is not None
+            else "one codec, nothing to pair"
+        )
         return Capacity(
             cores=cores,
             needed=0.0,
             workers={},
             others=0.0,
             fits=False,
-            basis=f"{why}: paired runs are paced synthetic load only",
+            basis=why,
         )
     basis = "in-process decode + read (codec-bench)"
     figures = list(in_process)

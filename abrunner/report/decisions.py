@@ -148,8 +148,13 @@ def section(report: Report) -> str | None:
         _method(report),
         "",
         f"Each codec's figure over `{plan.baseline}`'s: the geometric mean of the "
-        "ratios of repeats run side by side (repeat i over the baseline's repeat i), "
-        "with a 95 % Student t interval on their logarithm. The tables above "
+        + (
+            "blocks' ratios (CPU us/msg, p99) or of the repeats' (RSS)"
+            if report.paired is not None
+            else "ratios of repeats run side by side (repeat i over the baseline's "
+            "repeat i)"
+        )
+        + ", with a 95 % Student t interval on their logarithm. The tables above "
         "divide one median by the other instead (median over the baseline's "
         "median), so the two ratios of a figure can differ. Lower is better for all "
         "three: *better* or *worse* when the interval, as printed, excludes 1, else "

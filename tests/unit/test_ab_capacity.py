@@ -79,3 +79,7 @@ class TestCheck:
         p = plan(20_000, max_mode=True)
         found = capacity.check(p, bench(1.0), cores=64)
         assert not found.fits and "--max" in found.basis
+
+    def test_one_codec_is_never_paired(self) -> None:
+        found = capacity.check(plan(20_000, ("protobuf",)), bench(1.0), cores=64)
+        assert not found.fits and "one codec" in found.basis
