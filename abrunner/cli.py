@@ -42,7 +42,7 @@ from abrunner.lab import payload_sizing, runner
 from abrunner.plan import Plan, Profile, schema_limits
 from abrunner.report import compare, decisions, rejections
 from abrunner.report.tables import write
-from abrunner.report.terminal import print_tables
+from abrunner.report.terminal import print_tables as print_tables
 from abrunner.results import CaseResult, Report
 from loadgen import replay
 from localkafka.topics import CONNECT_TIMEOUT_S, TopicAdmin
