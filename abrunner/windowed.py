@@ -63,6 +63,8 @@ class Capacity(msgspec.Struct, frozen=True, kw_only=True):
         others: the load generator's and the broker's expected cores.
         basis: where the per-message costs came from.
         fits: `needed` fits in `cores`: the run is paired.
+        load: the 1-minute load average when checked (not a gate: on a shared
+            machine it is the neighbours' work, which the figures should name).
     """
 
     cores: int
@@ -71,3 +73,4 @@ class Capacity(msgspec.Struct, frozen=True, kw_only=True):
     others: float
     basis: str
     fits: bool
+    load: float | None = None

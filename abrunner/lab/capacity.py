@@ -117,4 +117,5 @@ def check(
         others=others,
         basis=basis,
         fits=needed <= cores,
+        load=os.getloadavg()[0],
     )

@@ -179,8 +179,9 @@ def capacity_sentence(found: Capacity) -> str:
         if found.fits
         else "does not fit: runs sequentially, one codec after another"
     )
+    load = "" if found.load is None else f", load average {found.load:.1f}"
     return (
         f"paired run: {len(found.workers)} workers need ~{found.needed:.2f} of "
-        f"{found.cores} cores ({each}; load generator and broker "
+        f"{found.cores} cores{load} ({each}; load generator and broker "
         f"{found.others:.2f}; from {found.basis}): {verdict}"
     )

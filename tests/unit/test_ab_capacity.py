@@ -83,3 +83,8 @@ class TestCheck:
     def test_one_codec_is_never_paired(self) -> None:
         found = capacity.check(plan(20_000, ("protobuf",)), bench(1.0), cores=64)
         assert not found.fits and "one codec" in found.basis
+
+    def test_names_the_load(self) -> None:
+        found = capacity.check(plan(20_000), bench(5.0), cores=2)
+        assert found.load is not None and found.load >= 0
+        assert f"2 cores, load average {found.load:.1f} (" in capacity_sentence(found)
