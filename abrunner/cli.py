@@ -212,6 +212,7 @@ def plan_from_settings(s: AbSettings) -> Plan:
         worker_args=tuple(w for a in s.worker_args for w in a.split("=", 1)),
         loadgen_args=tuple(w for a in s.loadgen_args for w in a.split("=", 1)),
         replay=None if s.replay is None else str(s.replay),
+        rotated=True,
     )
     if s.replay is not None:  # another schema's traffic would be all dead letters
         replay.probe(s.replay, plan.profiles[0].schema)

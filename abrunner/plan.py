@@ -120,6 +120,9 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
             Reports written before paired runs read as sequential.
         window_s: a paired run's window: seconds between two samples of every
             worker, the unit its ratios are taken over.
+        rotated: sequential repeats run the codecs in `rotations` order (every
+            plan `codec-ab` builds); False in reports written before, whose
+            repeats all ran in the listed order.
 
     Raises:
         ConfigError: a value is out of range; the message names the flag.
@@ -145,6 +148,7 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     skipped: tuple[str, ...] = ()
     mode: Literal["paired", "sequential"] = "sequential"
     window_s: float = 1.0
+    rotated: bool = False
 
     def __post_init__(self) -> None:
         for codec in self.codecs:
@@ -212,7 +216,7 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
         whatever drifts over a run (the broker's log, the page cache, a
         neighbour's load) does not land on the same codec every repeat.
         """
-        rows = rotations(len(self.codecs))
+        rows = self._rows()
         return [
             Case(self.codecs[i], profile, repeat)
             for profile in self.profiles
@@ -222,8 +226,12 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
 
     def position(self, case: Case) -> int:
         """Where `case` runs within its repeat: 0 first."""
-        rows = rotations(len(self.codecs))
+        rows = self._rows()
         return rows[case.repeat % len(rows)].index(self.codecs.index(case.codec))
+
+    def _rows(self) -> list[list[int]]:
+        n = len(self.codecs)
+        return rotations(n) if self.rotated else [list(range(n))]
 
 
 def rotations(n: int) -> list[list[int]]:

@@ -241,7 +241,7 @@ def _method(report: Report) -> str:
 def _order(report: Report) -> str:
     """Each profile's order effect as a paragraph (empty when none can be seen)."""
     plan = report.plan
-    if plan.max_mode or plan.repeat < stats.MIN_REPEATS:
+    if plan.max_mode or plan.repeat < stats.MIN_REPEATS or not plan.rotated:
         return ""
     found = [
         f"{plan.heading(profile)}: {order.sentence(effect)}"

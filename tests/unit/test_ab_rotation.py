@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import msgspec
 import pytest
 
 from abrunner.cli import _FLAGS, build_parser, plan_from_settings
@@ -101,6 +102,7 @@ class TestOrderEffect:
             baseline=self.CODECS[0],
             out="x",
             mode="sequential",
+            rotated=True,
         )
         base = dict(zip(self.CODECS, (20.0, 10.0, 12.0, 8.0), strict=True))
         noise = [1.0, 1.01, 0.99, 1.005, 0.995, 1.0, 1.01, 0.99]
@@ -128,3 +130,17 @@ class TestOrderEffect:
         p, results = self._results(0.0)
         one = [r for r in results if r.repeat == 0]
         assert order.effect(p, one, "medium") is None
+
+
+class TestOlderReports:
+    """A report written before the rotation ran every repeat in the listed order:
+    no positions are invented for it, and no order effect is claimed."""
+
+    def test_listed_order(self) -> None:
+        p = plan("--repeat", "4", "--codecs", "msgspec-json,protobuf")
+        old = msgspec.structs.replace(p, rotated=False)
+        assert [c.codec for c in old.cases()] == ["msgspec-json", "protobuf"] * 4
+        decoded = msgspec.json.decode(
+            msgspec.json.encode(p).replace(b',"rotated":true', b""), type=Plan
+        )
+        assert not decoded.rotated
