@@ -95,6 +95,14 @@ _FLAGS: Final = (
         "find each codec's maximum rate per worker process",
         boolean=True,
     ),
+    Flag(
+        "--mode",
+        ("mode",),
+        "paired: every codec of a repeat at once on the same traffic, compared "
+        "window by window (sequential where the machine cannot carry them all); "
+        "sequential: one codec after another, in a rotated order",
+    ),
+    Flag("--window-s", ("window_s",), "seconds per window of a paired run", float),
     Flag("--max-messages", ("max_messages",), "backlog size in --max mode", int),
     Flag("--partitions", ("partitions",), "partitions of each topic", int),
     Flag(
@@ -182,6 +190,7 @@ def plan_from_settings(s: AbSettings) -> Plan:
         profiles = [p for p in profiles if p.schema != "large"]
         profiles += [Profile("large", size) for size in s.large_bytes]
     same = {"rate", "duration", "warmup", "repeat", "max_mode", "max_messages"}
+    same |= {"mode", "window_s"}
     codecs, left_out, skipped = schema_limits(
         s.schema_,
         tuple(s.codecs),
@@ -203,6 +212,7 @@ def plan_from_settings(s: AbSettings) -> Plan:
         worker_args=tuple(w for a in s.worker_args for w in a.split("=", 1)),
         loadgen_args=tuple(w for a in s.loadgen_args for w in a.split("=", 1)),
         replay=None if s.replay is None else str(s.replay),
+        rotated=True,
     )
     if s.replay is not None:  # another schema's traffic would be all dead letters
         replay.probe(s.replay, plan.profiles[0].schema)

@@ -117,6 +117,9 @@ class AbSettings(BaseModel):
     """A recording every load generator replays, transcoded into its case's codec."""
     repeat: Annotated[int, Field(ge=1, le=100)] = 1
     max_mode: bool = False
+    # paired: every codec of a repeat at once (abrunner.lab.paired); else one by one.
+    mode: Literal["paired", "sequential"] = "paired"
+    window_s: Annotated[float, Field(gt=0)] = 1.0
     max_messages: Annotated[int, Field(ge=1)] = 200_000
     partitions: Annotated[int, Field(ge=1, le=1000)] = 4
     baseline: str | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Final, Literal, NamedTuple
 
 import msgspec
 
@@ -113,6 +113,16 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
             (`UserSchema.refusal`): the others run.
         skipped: checks the user's own form makes that a measured codec skips,
             one "codecs: path: check" line each (`schemas.user.skipped_checks`).
+        mode: `paired` (every codec of a repeat at once, on the same traffic,
+            compared window by window) or `sequential` (one codec after another,
+            in a rotated order); paired falls back to sequential where the
+            machine cannot carry every worker at the rate (`abrunner.lab.capacity`).
+            Reports written before paired runs read as sequential.
+        window_s: a paired run's window: seconds between two samples of every
+            worker, the unit its ratios are taken over.
+        rotated: sequential repeats run the codecs in `rotations` order (every
+            plan `codec-ab` builds); False in reports written before, whose
+            repeats all ran in the listed order.
 
     Raises:
         ConfigError: a value is out of range; the message names the flag.
@@ -136,6 +146,9 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     loadgen_args: tuple[str, ...] = ()
     left_out: tuple[tuple[str, str], ...] = ()
     skipped: tuple[str, ...] = ()
+    mode: Literal["paired", "sequential"] = "sequential"
+    window_s: float = 1.0
+    rotated: bool = False
 
     def __post_init__(self) -> None:
         for codec in self.codecs:
@@ -155,6 +168,8 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
         for name, value in checked.items():
             if value <= 0:
                 raise ConfigError(f"--{name} must be positive, got {value}")
+        if self.window_s <= 0:
+            raise ConfigError(f"--window-s must be positive, got {self.window_s}")
         if min(self.repeat, self.partitions, self.max_messages) < 1:
             raise ConfigError(
                 "--repeat, --partitions and --max-messages must be at least 1"
@@ -195,13 +210,46 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
         return None
 
     def cases(self) -> list[Case]:
-        """Every case in the order they run: per profile, per repeat, per codec."""
+        """Every case in the order they run: per profile, per repeat, per codec.
+
+        Repeat r runs the codecs in `rotations` row r (the listed order first), so
+        whatever drifts over a run (the broker's log, the page cache, a
+        neighbour's load) does not land on the same codec every repeat.
+        """
+        rows = self._rows()
         return [
-            Case(codec, profile, repeat)
+            Case(self.codecs[i], profile, repeat)
             for profile in self.profiles
             for repeat in range(self.repeat)
-            for codec in self.codecs
+            for i in rows[repeat % len(rows)]
         ]
+
+    def position(self, case: Case) -> int:
+        """Where `case` runs within its repeat: 0 first."""
+        rows = self._rows()
+        return rows[case.repeat % len(rows)].index(self.codecs.index(case.codec))
+
+    def _rows(self) -> list[list[int]]:
+        n = len(self.codecs)
+        return rotations(n) if self.rotated else [list(range(n))]
+
+
+def rotations(n: int) -> list[list[int]]:
+    """A balanced order of `n` items per row: a Williams design.
+
+    Every item takes every position equally often, and every item directly
+    follows every other equally often (first-order carry-over balanced): n rows
+    for an even n, 2n (the rows and their mirror images) for an odd one. Relabelled
+    so that row 0 is the listed order: one repeat runs as the codecs were given.
+    """
+    if n < 2:
+        return [list(range(n))]
+    first = [0] + [(j + 1) // 2 if j % 2 else n - j // 2 for j in range(1, n)]
+    rows = [[(a + r) % n for a in first] for r in range(n)]
+    if n % 2:
+        rows += [row[::-1] for row in rows]
+    label = {item: i for i, item in enumerate(first)}
+    return [[label[item] for item in row] for row in rows]
 
 
 class Case(NamedTuple):

@@ -18,6 +18,7 @@ from typing import Final, Literal
 import msgspec
 
 from abrunner.plan import Plan
+from abrunner.windowed import Capacity, Paired
 
 
 class CaseResult(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -132,32 +133,14 @@ class CaseResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     logs: list[str] = []
 
 
-FIGURES: Final = (
-    "throughput",
-    "max_rate",
-    "cpu_pct",
-    "cpu_us_per_msg",
-    "e2e_p50_ms",
-    "e2e_p99_ms",
-    "e2e_p999_ms",
-    "decode_us",
-    "decode_p50_us",
-    "handle_us",
-    "gc_ms_per_s",
-    "gc_per_1k_msgs",
-    "rss_peak_mb",
-    "rss_steady_mb",
-    "wire_bytes",
-    "lag_end",
-    "lag_max",
-    "processed",
-    "target_rate",
-    "producer_rate",
-    "sent",
-    "acked",
-    "producer_failed",
-    "seq_missing",
-    "worker_exit",
+FIGURES: Final = tuple(
+    (  # noqa: SIM905 (a name a line would take 20 lines more)
+        "throughput max_rate cpu_pct cpu_us_per_msg e2e_p50_ms e2e_p99_ms "
+        "e2e_p999_ms decode_us decode_p50_us handle_us gc_ms_per_s "
+        "gc_per_1k_msgs rss_peak_mb rss_steady_mb wire_bytes lag_end lag_max "
+        "processed target_rate producer_rate sent acked producer_failed "
+        "seq_missing worker_exit"
+    ).split()
 )
 """The `CaseResult` fields a `Row` keeps as a median and spread over the repeats.
 
@@ -267,6 +250,7 @@ class Ratio(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         high: its upper end (None with fewer than 3 pairs).
         verdict: `better`, `worse` (the interval excludes 1) or `no detectable
             difference` (None with fewer than 3 pairs).
+        why: why there is no interval, where the data cannot support one.
     """
 
     profile: str
@@ -277,6 +261,7 @@ class Ratio(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     low: float | None = None
     high: float | None = None
     verdict: str | None = None
+    why: str | None = None
 
 
 class Environment(msgspec.Struct, kw_only=True):
@@ -308,6 +293,8 @@ class Report(msgspec.Struct, kw_only=True):
         ratios: with 3 repeats or more, each codec's figures over the
             baseline's with a 95 % interval and a verdict (`abrunner.report.decisions`).
         staging: set in a staging report (`codec-ab staging`): two live sides.
+        paired: set when the codecs ran paired: every window measured.
+        capacity: the check that chose paired or sequential runs, when made.
     """
 
     plan: Plan
@@ -319,6 +306,8 @@ class Report(msgspec.Struct, kw_only=True):
     target_rate: float | None = None
     ratios: list[Ratio] = msgspec.field(default_factory=list)
     staging: Staging | None = None
+    paired: Paired | None = None
+    capacity: Capacity | None = None
 
 
 class StagingSide(msgspec.Struct, kw_only=True):

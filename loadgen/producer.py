@@ -25,7 +25,7 @@ from confluent_kafka import Producer
 from loadgen.config import LoadgenSettings
 from loadgen.report import Tick, bucketize
 from loadgen.schedule import Schedule, TableSchedule, build_schedule, plan, shard_count
-from loadgen.sender import Stamps, make_sender
+from loadgen.sender import SenderFactory, Stamps, make_sender
 from loadgen.source import Source, value_bytes_sent
 from service.telemetry.log_setup import KafkaErrors
 
@@ -60,6 +60,8 @@ class ProducerLoop:
         sink: receives a `Tick` every `TICK_S` and a final one (`done`).
         clock: time sources.
         producer_factory: builds the producer from a librdkafka config dict.
+        sender_factory: builds the per-message send loop (`loadgen.sender`;
+            `loadgen.fanout` writes each message to several topics).
     """
 
     def __init__(
@@ -71,7 +73,9 @@ class ProducerLoop:
         *,
         clock: Clock = Clock(),  # immutable
         producer_factory: Callable[[dict[str, Any]], Any] = Producer,
+        sender_factory: SenderFactory = make_sender,
     ) -> None:
+        self.make_sender = sender_factory
         self.s, self.source, self.shard, self.sink = s, source, shard, sink
         self.clock = clock
         self.acks: list[float] = []
@@ -147,7 +151,7 @@ class ProducerLoop:
 
     def _loop(self, t0: float, wall0: int, should_stop: Callable[[], bool]) -> bool:
         s, shard, stride, sched = self.s, self.shard, self.s.processes, self.schedule
-        send = make_sender(self.producer.produce, s, self.source, stride)
+        send = self.make_sender(self.producer.produce, s, self.source, stride)
         poll, clock, sleep = self.producer.poll, self.clock.now, self.clock.sleep
         limit = math.inf if self.limit is None else self.limit
         end = s.duration if sched is None and s.duration else math.inf

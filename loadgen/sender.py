@@ -21,6 +21,10 @@ Stamps = Iterable[int] | int
 Sender = Callable[[int, int, Stamps], int]
 """`send(first_seq, n, stamps_ns) -> sent`: produce seqs first, first+stride, ..."""
 
+SenderFactory = Callable[[Callable[..., None], LoadgenSettings, Source, int], Sender]
+"""`make_sender`'s signature: the loop for `produce`, the settings, the source and
+the stride, chosen once before the run."""
+
 
 def make_sender(
     produce: Callable[..., None],

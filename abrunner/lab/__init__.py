@@ -9,6 +9,9 @@
 | `loss_check` | committed offsets and `x-seq` read back after a case |
 | `payload_sizing` | pools and backlogs bounded by bytes |
 | `inprocess_bench` | each codec's in-process decode cost, beside the Kafka path's |
+| `capacity` | whether the machine can carry every codec's worker at once |
+| `paired` | paired runs: every codec of a repeat at once, sampled window by window |
+| `waits` | waiting on running workers, sampling them |
 
 May import `abrunner.plan`, `abrunner.results`, `abrunner.report`, and every package
 below `abrunner` (`localkafka` included).

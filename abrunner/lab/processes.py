@@ -239,6 +239,9 @@ class LoadgenProcess:
         log: a file the run's stderr is appended to (default: kept in memory).
     """
 
+    MODULE: ClassVar[str] = "loadgen"
+    """The module run with `python -m` (`loadgen.fanout` writes several topics)."""
+
     def __init__(
         self,
         bootstrap: str,
@@ -259,7 +262,7 @@ class LoadgenProcess:
         # A user's spec goes to --schema; --profile (its older name) takes built-ins.
         schema = "--schema" if profile.user else "--profile"
         cmd = [
-            *(sys.executable, "-m", "loadgen", "--bootstrap-servers", bootstrap),
+            *(sys.executable, "-m", self.MODULE, "--bootstrap-servers", bootstrap),
             *("--topic", topic, "--codec", codec, schema, profile.schema),
             *("--rate", str(rate), "--run-id", run_id, "--seed", str(seed), "--json"),
         ]
@@ -271,6 +274,7 @@ class LoadgenProcess:
             cmd += ["--pool-size", str(pool)]  # bounded by bytes: large payloads
         cmd += ["--duration", str(duration)] if duration else ["--count", str(count)]
         self.log = log
+        self.lines: list[str] = []
         self._err: IO[bytes] | None = None
         if log is not None:
             self._err = log.open("ab")
@@ -308,7 +312,7 @@ class LoadgenProcess:
             ) from None
         finally:
             self._close_log()
-        lines = out.decode().strip().splitlines()
+        lines = self.lines = out.decode().strip().splitlines()
         summary = None
         if self.proc.returncode in (0, 1) and lines:
             with suppress(msgspec.DecodeError):

@@ -17,7 +17,6 @@ the report holds the cases finished, marked `interrupted`.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack, suppress
@@ -27,16 +26,16 @@ from typing import Any, Final, NamedTuple
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from abrunner.lab import inprocess_bench, loss_check, payload_sizing
+from abrunner.lab import capacity, inprocess_bench, loss_check, paired, payload_sizing
 from abrunner.lab.case_figures import fell_behind, figures, window_rate
 from abrunner.lab.processes import LoadgenProcess, WorkerProcess, child_env
-from abrunner.lab.worker_probe import Snapshot
+from abrunner.lab.waits import first_processed, wait_processed, watch
 from abrunner.plan import MEASURED_SEED, WARMUP_SEED, Case, Plan
+from abrunner.report.paired import capacity_sentence
 from abrunner.report.tables import aggregate, environment
 from abrunner.results import CaseResult, InProcess, Report
 from loadgen.report import Summary
 from localkafka import LocalKafka, create_topic, delete_topic, kafka_version
-from schemas.errors import RunnerError
 from service.kafka.connection import KafkaConnection
 
 Note = Callable[[str], None]
@@ -98,15 +97,24 @@ def run(
     results: list[CaseResult] = []
     in_process: list[InProcess] = []
     kafka_run, interrupted = "external", False
+    fits, windows = None, None
     try:
         if plan.bench:  # before the broker and the cases: nothing else runs then
             in_process = inprocess_bench.shown(plan, console)
+        if plan.mode == "paired":
+            fits = capacity.check(plan, in_process)
+            console.print(capacity_sentence(fits))
         with ExitStack() as stack:
             if not bootstrap:
                 console.print("starting the local Kafka ...")
                 bootstrap = stack.enter_context(LocalKafka()).bootstrap_servers
                 kafka_run, kafka = kafka_version(), None
-            _run_all(Broker.of(bootstrap, kafka), plan, console, results)
+            if fits is not None and fits.fits:
+                windows = paired.run_all(
+                    Broker.of(bootstrap, kafka), plan, console, results
+                )
+            else:
+                _run_all(Broker.of(bootstrap, kafka), plan, console, results)
     except KeyboardInterrupt:
         interrupted = True
         total = len(plan.cases())
@@ -118,6 +126,8 @@ def run(
         summary=aggregate(results, in_process),
         interrupted=interrupted,
         in_process=in_process,
+        paired=windows,
+        capacity=fits,
     )
 
 
@@ -267,18 +277,18 @@ def _measure_rate(m: _Measurement) -> CaseResult:
     )
     warm_summary = warm.summary(timeout=plan.warmup + 120)
     note("warm-up sent; waiting for the worker")
-    warmed = _wait_processed(worker, warm_summary.acked, _START_S)
+    warmed = wait_processed(worker, warm_summary.acked, _START_S)
     note(f"measuring {plan.duration:.0f} s at {plan.rate:,.0f} msg/s")
     load = loadgen(run_id, rate=plan.rate, duration=plan.duration, seed=MEASURED_SEED)
     # The window opens when the first measured message is handled, not when the
     # load generator's process starts (its start-up is not the worker's time).
-    s0 = _wait_processed(worker, warmed.processed + 1, _START_S)
-    rss, lags, points = _watch(worker, load.running, _POLL_S)
+    s0 = wait_processed(worker, warmed.processed + 1, _START_S)
+    rss, lags, points = watch(worker, load.running, _POLL_S)
     s1 = worker.snapshot()
     summary = load.summary(timeout=60)
     total = warm_summary.acked + summary.acked
     note("load done; draining")
-    s2 = _wait_processed(worker, total, max(60.0, 3 * plan.duration))
+    s2 = wait_processed(worker, total, max(60.0, 3 * plan.duration))
     wire = summary.bytes_per_message
     result = figures(m.case, s0, s1, s2, rss, lags, start=warmed, wire_bytes=wire)
     backlog = int(total - s2.processed)
@@ -320,11 +330,11 @@ def _measure_max(m: _Measurement) -> CaseResult:
     total = summary.acked
     worker.start()
     note("draining the backlog with one worker process")
-    s0 = _first_processed(worker, _BACKLOG_S)
-    rss, lags, _ = _watch(
+    s0 = first_processed(worker, _BACKLOG_S)
+    rss, lags, _ = watch(
         worker, lambda: worker.snapshot().processed < total, _MAX_POLL_S
     )
-    s1 = _wait_processed(worker, total, _DRAIN_S)
+    s1 = wait_processed(worker, total, _DRAIN_S)
     wire = summary.bytes_per_message
     result = figures(m.case, s0, s1, s1, rss, lags, wire_bytes=wire)
     result.mode = "max"
@@ -354,47 +364,3 @@ def _rejections(
     )
     result.rejected_count = sum(found.values())
     result.rejected = dict(found)
-
-
-def _first_processed(worker: WorkerProcess, timeout: float) -> Snapshot:
-    """The first snapshot with a message handled: the drain's start.
-
-    Raises:
-        RunnerError: the worker exited, or handled nothing within `timeout` s.
-    """
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            snap = worker.snapshot()
-        except OSError:  # its /metrics is not up yet
-            snap = None
-        if snap is not None and snap.processed > 0:
-            return snap
-        time.sleep(0.05)  # 50 ms: the start of a drain of a few seconds
-    raise RunnerError(f"the worker processed nothing in {timeout:.0f} s")
-
-
-def _wait_processed(worker: WorkerProcess, total: float, timeout: float) -> Snapshot:
-    """The first snapshot with `total` handled, or the last one at `timeout`."""
-    deadline = time.monotonic() + timeout
-    snap = worker.snapshot()
-    while snap.processed < total and time.monotonic() < deadline:
-        time.sleep(0.1)
-        snap = worker.snapshot()
-    return snap
-
-
-def _watch(
-    worker: WorkerProcess, running: Callable[[], bool], every: float
-) -> tuple[list[int], list[float], list[tuple[float, float]]]:
-    """Sample the worker's RSS, lag and (time, messages handled) while `running()`."""
-    rss: list[int] = []
-    lags: list[float] = []
-    points: list[tuple[float, float]] = []
-    while running():
-        time.sleep(every)
-        snap = worker.snapshot()
-        rss.append(snap.rss)
-        lags.append(snap.lag)
-        points.append((snap.at, snap.processed))
-    return rss, lags, points

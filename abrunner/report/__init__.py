@@ -4,10 +4,13 @@
 | --- | --- |
 | `tables` | one row per codec, ratios to a baseline, the environment, the files |
 | `decisions`, `stats` | cores at a target rate; ratios with 95 % intervals |
+| `windows` | ratios window by window, in blocks (staging's slices, the lab's paired windows) |
 | `decode_share` | the decode's share of each codec's CPU per message |
 | `rejections` | what each codec refused of the traffic |
 | `notes` | the prose around the tables: warnings, the legend |
 | `charts` | the PNG charts (matplotlib, the `report` extra) |
+| `terminal` | the tables and notes printed at the end of a run |
+| `paired`, `order` | a paired run's window-by-window ratios; a sequential run's order effect |
 | `compare` | one report against an older one, as a CI gate |
 
 May import `abrunner.plan`, `abrunner.results` and the packages below `abrunner`:

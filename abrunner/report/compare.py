@@ -173,6 +173,9 @@ def differences(old: Report, new: Report) -> list[str]:
     sources = [_source(r) for r in (old, new)]
     if sources[0] != sources[1]:
         found.append(f"payloads {sources[0]} -> {sources[1]}")
+    modes = ["paired" if r.paired is not None else "sequential" for r in (old, new)]
+    if modes[0] != modes[1]:  # as run: a paired plan may have fallen back
+        found.append(f"--mode {modes[0]} -> {modes[1]}")
     for key, flag in _PLAN_FIELDS.items():
         a, b = getattr(old.plan, key), getattr(new.plan, key)
         if a != b:

@@ -4,8 +4,11 @@
 `cores_at_target` (CPU us/msg x the target rate / 1e6: the worker cores that rate
 needs at this machine's cost per message), and with 3 repeats or more every codec
 gets its ratio to the baseline for CPU us/msg, e2e p99 and steady RSS with a 95 %
-interval (`abrunner.report.stats.paired_ratio`) and a verdict. `section` is the Markdown
-that shows the ratios (or says why there are none).
+interval (`abrunner.report.stats.paired_ratio`) and a verdict. A paired run takes
+CPU us/msg and p99 window by window instead (`abrunner.report.paired`), with any
+number of repeats. `section` is the Markdown that shows the ratios (or says why
+there are none), and for a sequential run whether the order showed
+(`abrunner.report.order`).
 """
 
 from __future__ import annotations
@@ -14,18 +17,14 @@ import math
 from collections.abc import Sequence
 from typing import Final
 
-from abrunner.report import stats
+import msgspec
+
+from abrunner.report import order, paired, stats
+from abrunner.report.stats import DECIDED as DECIDED
 from abrunner.results import CaseResult, Ratio, Report, Spread, Summary, by_cpu
 
 CORES: Final = "cores_at_target"
 """The row figure: cores needed at `Report.target_rate`."""
-DECIDED: Final = {
-    "cpu_us_per_msg": "CPU us/msg",
-    "e2e_p99_ms": "p99 ms",
-    "rss_steady_mb": "RSS MB",
-}
-"""The figures that get a ratio and an interval (lower is better for each), with
-their table headers."""
 
 
 def decide(report: Report, target_rate: float) -> None:
@@ -77,8 +76,8 @@ def baseline_ratios(report: Report) -> list[Ratio]:
         profile and figure measured in at least one pair (its interval and
         verdict left out with fewer than 3 pairs).
     """
-    plan = report.plan
-    if plan.repeat < stats.MIN_REPEATS:
+    plan, windows = report.plan, report.paired
+    if plan.repeat < stats.MIN_REPEATS and windows is None:
         return []
     found = []
     for profile, rows in report.summary.items():
@@ -87,11 +86,44 @@ def baseline_ratios(report: Report) -> list[Ratio]:
         for codec in by_cpu(rows):
             if codec == plan.baseline:
                 continue
+            if windows is not None:
+                found += paired.ratios(windows, profile, plan.baseline, codec)
             for figure in DECIDED:
+                if windows is not None and figure in paired.WINDOWED:
+                    continue
                 ratio = _ratio(report.results, profile, plan.baseline, codec, figure)
                 if ratio is not None:
                     found.append(ratio)
-    return found
+    return [_late(report.results, r) for r in found]
+
+
+LATE: Final = 0.9
+"""A load generator that sent under 90 % of the rate asked fell behind its schedule."""
+
+
+def _late(results: Sequence[CaseResult], ratio: Ratio) -> Ratio:
+    """A p99 ratio without a verdict where the load generator fell behind: latency
+    runs from the intended send time, so it measures the generator's delay, which
+    every side shares, not the codecs."""
+    if ratio.figure != "e2e_p99_ms" or ratio.why is not None:
+        return ratio
+    late = [
+        r
+        for r in results
+        if r.profile == ratio.profile
+        and r.producer_rate is not None
+        and r.target_rate
+        and r.producer_rate < LATE * r.target_rate
+    ]
+    if not late:
+        return ratio
+    slowest = min(late, key=lambda r: r.producer_rate or 0.0)
+    why = (
+        f"the load generator fell behind its schedule ({slowest.producer_rate:,.0f} "
+        f"of {slowest.target_rate:,.0f} msg/s sent in {len(late)} cases): p99 "
+        "measures its delay, not the codecs"
+    )
+    return msgspec.structs.replace(ratio, low=None, high=None, verdict=None, why=why)
 
 
 def _ratio(
@@ -135,16 +167,25 @@ def section(report: Report) -> str | None:
     if not compared:
         return None
     title = "## Ratios to the baseline, with 95 % intervals\n\n"
-    if plan.repeat < stats.MIN_REPEATS:
+    if report.paired is None:
+        title += _order(report)
+    if plan.repeat < stats.MIN_REPEATS and report.paired is None:
         return title + (
             f"No intervals with `--repeat {plan.repeat}`: with 3 repeats or more, "
             "each codec's ratio to the baseline (CPU us/msg, p99, RSS) gets a 95 % "
             "interval and a verdict: better, worse or no detectable difference."
         )
     lines = [
+        _method(report),
+        "",
         f"Each codec's figure over `{plan.baseline}`'s: the geometric mean of the "
-        "ratios of repeats run side by side (repeat i over the baseline's repeat i), "
-        "with a 95 % Student t interval on their logarithm. The tables above "
+        + (
+            "blocks' ratios (CPU us/msg, p99) or of the repeats' (RSS)"
+            if report.paired is not None
+            else "ratios of repeats run side by side (repeat i over the baseline's "
+            "repeat i)"
+        )
+        + ", with a 95 % Student t interval on their logarithm. The tables above "
         "divide one median by the other instead (median over the baseline's "
         "median), so the two ratios of a figure can differ. Lower is better for all "
         "three: *better* or *worse* when the interval, as printed, excludes 1, else "
@@ -155,7 +196,9 @@ def section(report: Report) -> str | None:
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for r in report.ratios:
-        if r.low is None or r.high is None:
+        if r.why is not None:
+            span, verdict = "-", f"no verdict: {r.why}"
+        elif r.low is None or r.high is None:
             span, verdict = "-", f"no interval ({r.pairs} pairs measured)"
         else:
             d = stats.digits(stats.Interval(r.ratio, r.low, r.high))
@@ -170,3 +213,39 @@ def section(report: Report) -> str | None:
 
 def _x(ratio: float, digits: int = 2) -> str:
     return f"{ratio:.{digits}f}x" if ratio >= 0.1 else f"{ratio:.2g}x"
+
+
+def _method(report: Report) -> str:
+    """How the ratios were taken: paired windows, or repeats one after another."""
+    checked = report.capacity
+    check = "" if checked is None else paired.capacity_sentence(checked) + ". "
+    if report.paired is None:
+        return check + (
+            "Sequential: the codecs ran one after another, in a rotated order each "
+            "repeat."
+        )
+    return check + (
+        f"Paired: every codec's worker ran at the same time on the same traffic "
+        f"(one load generator, the same messages at the same instants on each "
+        f"codec's topic), sampled every {report.paired.window_s:g} s. CPU us/msg "
+        "and p99 are compared window by window, as `codec-ab staging` compares "
+        "its slices: the windows with data on both sides (a side that handled "
+        f"under {paired.STALL:.0%} of the other's messages in a window stalled, "
+        "and that window is left out) are grouped into about sqrt(n) blocks of "
+        "consecutive windows, and the interval is the Student t interval on the "
+        "blocks' log ratios (pairs = blocks). Steady RSS is compared repeat by "
+        "repeat, as below."
+    )
+
+
+def _order(report: Report) -> str:
+    """Each profile's order effect as a paragraph (empty when none can be seen)."""
+    plan = report.plan
+    if plan.max_mode or plan.repeat < stats.MIN_REPEATS or not plan.rotated:
+        return ""
+    found = [
+        f"{plan.heading(profile)}: {order.sentence(effect)}"
+        for profile in report.summary
+        if (effect := order.effect(plan, report.results, profile)) is not None
+    ]
+    return "".join(f"{line}\n\n" for line in found)

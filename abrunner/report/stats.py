@@ -39,6 +39,14 @@ MIN_REPEATS: Final = 3
 """Fewest values per side for an interval: with 2, t has 1 degree of freedom
 (t = 12.7) and the interval spans orders of magnitude, which decides nothing."""
 
+DECIDED: Final = {
+    "cpu_us_per_msg": "CPU us/msg",
+    "e2e_p99_ms": "p99 ms",
+    "rss_steady_mb": "RSS MB",
+}
+"""The figures that get a ratio and an interval (lower is better for each), with
+their table headers."""
+
 Verdict = Literal["better", "worse", "no detectable difference"]
 """Where an interval on a lower-is-better ratio lies: below 1, above 1, across 1."""
 

@@ -20,36 +20,20 @@ import math
 import statistics
 from typing import Final
 
-from abrunner.report import stats
-from abrunner.report.decisions import DECIDED
-from abrunner.results import CaseResult, Ratio
+from abrunner.report.windows import (
+    MAX_BLOCKS as MAX_BLOCKS,
+    MIN_BLOCKS as MIN_BLOCKS,
+    MIN_SLICES as MIN_SLICES,
+    layout as layout,
+    ratios as ratios,
+)
+from abrunner.results import CaseResult
 from abrunner.staging import backlog
 from abrunner.staging.slices import Side, merged, summed
 from service.telemetry.histogram import quantile
 
-MIN_BLOCKS: Final = stats.MIN_REPEATS
-MIN_SLICES: Final = MIN_BLOCKS * 3
-"""Fewest usable slices for a verdict: 3 blocks of 3 slices."""
-MAX_BLOCKS: Final = 10
 LAG_S: Final = backlog.LAG_S
 """A side whose lag exceeds this many seconds of its own traffic fell behind."""
-
-
-def layout(usable: list[int]) -> tuple[list[list[int]], int]:
-    """The blocks (lists of slice indices) and how many early slices were left out.
-
-    About sqrt(n) blocks of n // blocks consecutive usable slices; the earliest
-    remainder is dropped so every block has as many slices. One block of every
-    slice when there are too few for `MIN_BLOCKS`.
-    """
-    n = len(usable)
-    count = min(MAX_BLOCKS, math.isqrt(n))
-    if n < MIN_SLICES or count < MIN_BLOCKS:
-        return ([usable] if usable else []), 0
-    size = n // count
-    dropped = n - size * count
-    kept = usable[dropped:]
-    return [kept[i * size : (i + 1) * size] for i in range(count)], dropped
 
 
 def key(side: Side) -> str:
@@ -121,39 +105,3 @@ def _quantile(cumulative: dict[float, float], q: float) -> float | None:
         below = max(below, cumulative[le])
     counts.append(max(cumulative.get(math.inf, below) - below, 0.0))
     return quantile(bounds, counts, q)
-
-
-def ratios(
-    a: list[CaseResult], b: list[CaseResult], profile: str, decide: bool
-) -> list[Ratio]:
-    """B over A for each `DECIDED` figure, block by block; intervals when `decide`."""
-    found = []
-    for figure in DECIDED:
-        pairs = [
-            (x, y)
-            for ra, rb in zip(a, b, strict=True)
-            if _positive(x := getattr(ra, figure))
-            and _positive(y := getattr(rb, figure))
-        ]
-        if not pairs:
-            continue
-        xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
-        interval = stats.paired_ratio(xs, ys) if decide else None
-        logs = [math.log(y / x) for x, y in pairs]
-        found.append(
-            Ratio(
-                profile=profile,
-                codec=b[0].codec,
-                figure=figure,
-                pairs=len(pairs),
-                ratio=math.exp(statistics.fmean(logs)),
-                low=None if interval is None else interval.low,
-                high=None if interval is None else interval.high,
-                verdict=None if interval is None else stats.verdict(interval),
-            )
-        )
-    return found
-
-
-def _positive(value: float | None) -> bool:
-    return value is not None and math.isfinite(value) and value > 0

@@ -20,7 +20,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 class TestAbRun:
-    """A short two-codec A/B at a modest rate produces a complete, sane report."""
+    """A short two-codec A/B at a modest rate produces a complete, sane report
+    (paired, the default: both workers at once on one fanned-out load)."""
 
     @pytest.mark.slow
     def test_two_codecs(
@@ -59,6 +60,14 @@ class TestAbRun:
             assert (r.decode_p50_us or 0) > 0 and (r.decode_us or 0) > 0
         wire = {r.codec: r.wire_bytes or 0 for r in results}
         assert wire["msgspec-msgpack"] < wire["json+pydantic"]
+        assert report.capacity is not None and report.capacity.fits
+        assert report.paired is not None  # both sides sampled at the same edges
+        windows = report.paired.windows
+        assert {w.codec for w in windows} == {"json+pydantic", "msgspec-msgpack"}
+        for codec in ("json+pydantic", "msgspec-msgpack"):
+            mine = [w for w in windows if w.codec == codec]
+            assert len(mine) >= 4 and sum(w.messages for w in mine) > 0
+            assert all(len(w.e2e) == len(report.paired.bounds) + 1 for w in mine)
         env = report.environment
         assert env.librdkafka and env.libraries["msgspec"] and env.cpu_count
         assert set(report.summary["small"]) == {"json+pydantic", "msgspec-msgpack"}
@@ -129,6 +138,7 @@ class TestInterrupt:
             *("--codecs", "msgspec-msgpack,msgspec-json", "--rate", "1000"),
             *("--duration", "4", "--warmup", "1", "--profile", "small"),
             *("--partitions", "1", "--no-bench", "--no-verify", "--out", str(out)),
+            *("--mode", "sequential"),
         ]
         # The second case's first progress line: the first case is finished.
         code, printed, err = _interrupt_at(cmd, "msgspec-json / small / run 1:")

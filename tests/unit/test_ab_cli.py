@@ -27,6 +27,13 @@ RECORDED = "127.0.0.1:1"
 """A broker address nothing answers on: every Kafka call here is faked."""
 
 
+@pytest.fixture(autouse=True)
+def _sequential(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These runs fake `runner.run_case`: the sequential cases (paired runs are
+    `abrunner.lab.paired`, tested in tests/integration/test_ab.py)."""
+    monkeypatch.setenv("AB_MODE", "sequential")
+
+
 class NoLocalKafka:
     """Stands in for `LocalKafka`: a unit test must never start a broker."""
 

@@ -15,6 +15,7 @@ from abrunner.plan import Case, Plan, Profile
 from abrunner.report import compare
 from abrunner.report.tables import read
 from abrunner.results import CaseResult, Report
+from abrunner.windowed import Paired
 from tests.unit.test_ab_report import report, result
 
 CODECS = ("json-stdlib+pydantic", "msgspec-json")
@@ -44,6 +45,13 @@ def scaled(values: list[float], factor: float) -> list[float]:
 
 
 OLD = run({CODECS[0]: scaled(STEADY, 3), CODECS[1]: STEADY})
+
+
+@pytest.fixture(autouse=True)
+def _sequential(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These runs fake `runner.run_case`: the sequential cases (paired runs are
+    `abrunner.lab.paired`, tested in tests/integration/test_ab.py)."""
+    monkeypatch.setenv("AB_MODE", "sequential")
 
 
 class TestGate:
@@ -130,6 +138,13 @@ class TestNotes:
             "note: the runs differ in --rate 40,000 -> 2,000; "
             "--worker-arg none -> --work-us 100." in out
         )
+
+    def test_mode_as_run(self) -> None:
+        paired = msgspec.structs.replace(
+            OLD, paired=Paired(window_s=1.0, bounds=[0.01])
+        )
+        _, out = gate(OLD, paired)
+        assert "--mode sequential -> paired" in out
 
     def test_schema_and_payload_source(self) -> None:
         theirs = msgspec.structs.replace(

@@ -170,3 +170,32 @@ class TestBaselineRatios:
         r = report(runs(BASE, [30.0, 40.0, 20.0]), repeat=3)
         decisions.decide(r, 1_000)
         assert decisions.section(r) is None
+
+
+class TestLateGenerator:
+    """A load generator behind its schedule: p99 measures its delay, no verdict."""
+
+    def test_no_p99_verdict(self) -> None:
+        late = {"target_rate": 20_000.0, "producer_rate": 3_400.0}
+        r = report(
+            runs(BASE, [30.0, 31.0, 29.0], e2e_p99_ms=100.0, **late)
+            + runs("protobuf", [10.0, 10.5, 9.5], e2e_p99_ms=50.0, **late),
+            repeat=3,
+        )
+        decisions.decide(r, 1_000)
+        found = {x.figure: x for x in r.ratios}
+        assert found["cpu_us_per_msg"].verdict == "better"
+        p99 = found["e2e_p99_ms"]
+        assert p99.verdict is None and p99.low is None
+        assert p99.why is not None and "3,400 of 20,000 msg/s" in p99.why
+        assert "no verdict: the load generator fell behind" in markdown(r)
+
+    def test_on_schedule_keeps_the_verdict(self) -> None:
+        ok = {"target_rate": 20_000.0, "producer_rate": 19_900.0}
+        r = report(
+            runs(BASE, [30.0, 31.0, 29.0], e2e_p99_ms=100.0, **ok)
+            + runs("protobuf", [10.0, 10.5, 9.5], e2e_p99_ms=50.0, **ok),
+            repeat=3,
+        )
+        decisions.decide(r, 1_000)
+        assert {x.figure: x for x in r.ratios}["e2e_p99_ms"].verdict == "better"

@@ -74,6 +74,7 @@ PARTS = {
     "abrunner": {
         "abrunner": 0,
         "abrunner.plan": 1,
+        "abrunner.windowed": 1,
         "abrunner.results": 2,
         "abrunner.config": 2,
         "abrunner.report": 3,
