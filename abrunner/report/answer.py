@@ -71,6 +71,8 @@ def _versus(
             f" ({_x(ratio.ratio)}; 95 % interval {_x(ratio.low)} to "
             f"{_x(ratio.high)}: {ratio.verdict})"
         )
+    if ratio is not None and ratio.why:
+        return f" ({_x(ratio.ratio)}; no verdict: {ratio.why})"
     return f" ({_x(new / old)})"
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from abrunner.report import answer, decisions, tables as abreport
 from abrunner.report.charts import SPLIT_CHART, split
-from abrunner.results import CaseResult, Report
+from abrunner.results import CaseResult, Ratio, Report
 
 from .test_ab_report import report, result
 
@@ -132,3 +132,19 @@ def test_the_short_table_never_shows_a_decode_share_above_all_of_the_cpu() -> No
     [(_, headers, body)] = answer.short_tables(r)
     cell = dict(zip(headers, body[0], strict=True))["decode % of CPU"]
     assert cell.startswith("100% (486% measured")
+
+
+def test_a_ratio_without_an_interval_says_why_in_the_sentence() -> None:
+    r = _decided([result(BASE, 20.0), result("protobuf", 10.0)])
+    r.ratios = [
+        Ratio(
+            profile="medium",
+            codec="protobuf",
+            figure="e2e_p99_ms",
+            pairs=2,
+            ratio=0.5,
+            why="too few windows (2 of 9)",
+        )
+    ]
+    line = answer.sentence(r, "medium", "protobuf")
+    assert "(0.50x; no verdict: too few windows (2 of 9))" in line
