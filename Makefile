@@ -11,13 +11,14 @@ STAMP := $(VENV)/.installed
 help:  ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-$(STAMP): requirements/dev.txt requirements/bootstrap.txt pyproject.toml deploy/local-kafka/pom.xml scripts/install-system-deps.sh
+$(STAMP): requirements/dev.txt requirements/bootstrap.txt pyproject.toml deploy/local-kafka/pom.xml deploy/local-registry/pom.xml scripts/install-system-deps.sh
 	bash scripts/install-system-deps.sh
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --require-hashes -r requirements/bootstrap.txt
 	$(UV) pip install -q --python $(PY) --require-hashes -r requirements/dev.txt
 	$(UV) pip install -q --python $(PY) --no-deps --no-build-isolation -e .
 	$(PY) -m localkafka resolve
+	$(PY) -m localkafka registry resolve
 	$(PY) -c "from codec import check_form; [check_form('flatbuffers', s) for s in ('small', 'medium', 'large')]"
 	touch $(STAMP)
 
