@@ -1,0 +1,57 @@
+"""Schema-registry framing: the codecs that have a registry form, behind the Confluent frame.
+
+Parts, in import order: `frame` (the header, message indexes) and `client` (a bounded
+Confluent-compatible HTTP client) < `decoders` (one per registered schema: Avro
+resolution, protobuf message indexes, JSON) < `framed` (``FramedCodec``: a wrapper
+around an unframed codec, decoders cached per schema id) < this registry of which
+codec has which registry type. May import `codec.base` and `schemas` only: the
+unframed codecs and the worker's loop do not know it exists.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from codec.base import Codec
+from codec.registry.client import RegistryAccess, RegistryClient
+from codec.registry.framed import FramedCodec
+
+__all__ = [
+    "REGISTRY_TYPES",
+    "FramedCodec",
+    "RegistryAccess",
+    "RegistryClient",
+    "frame_codec",
+    "framing_refusal",
+]
+
+REGISTRY_TYPES: Final[dict[str, str]] = {
+    "avro": "AVRO",
+    "protobuf": "PROTOBUF",
+    "json+pydantic": "JSON",
+    "json-stdlib+pydantic": "JSON",
+    "orjson+pydantic": "JSON",
+    "msgspec-json": "JSON",
+}
+"""Each codec with a schema registry form, and that form's `schemaType`."""
+
+
+def framing_refusal(name: str) -> str | None:
+    """Why codec ``name`` cannot be framed (one line), or None if it can."""
+    if name in REGISTRY_TYPES:
+        return None
+    takes = (
+        "avro, protobuf or a JSON codec ("
+        + ", ".join(n for n, t in REGISTRY_TYPES.items() if t == "JSON")
+        + ")"
+    )
+    if name == "auto":
+        return f"auto with --framing confluent: not supported; take one codec: {takes}"
+    return f"{name} has no schema registry type: --framing confluent takes {takes}"
+
+
+def frame_codec(
+    inner: Codec[Any], client: RegistryClient, *, cache_size: int = 1000
+) -> FramedCodec:
+    """``inner`` behind the Confluent frame (its name must be in `REGISTRY_TYPES`)."""
+    return FramedCodec(inner, REGISTRY_TYPES[inner.name], client, cache_size=cache_size)
