@@ -6,19 +6,21 @@ resolution, protobuf message indexes, JSON) < `framed` (``FramedCodec``: a wrapp
 around an unframed codec, decoders cached per schema id) < this registry of which
 codec has which registry type. May import `codec.base` and `schemas` only: the
 unframed codecs and the worker's loop do not know it exists.
+`FramedCodec` lives in `codec.registry.framed`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from codec.base import Codec
 from codec.registry.client import RegistryAccess, RegistryClient
-from codec.registry.framed import FramedCodec
+
+if TYPE_CHECKING:
+    from codec.registry.framed import FramedCodec
 
 __all__ = [
     "REGISTRY_TYPES",
-    "FramedCodec",
     "RegistryAccess",
     "RegistryClient",
     "frame_codec",
@@ -53,5 +55,10 @@ def framing_refusal(name: str) -> str | None:
 def frame_codec(
     inner: Codec[Any], client: RegistryClient, *, cache_size: int = 1000
 ) -> FramedCodec:
-    """``inner`` behind the Confluent frame (its name must be in `REGISTRY_TYPES`)."""
+    """``inner`` behind the Confluent frame (its name must be in `REGISTRY_TYPES`).
+
+    `framed` (with fastavro) is imported here, when a framed codec is built: a
+    worker that frames nothing does not load it."""
+    from codec.registry.framed import FramedCodec
+
     return FramedCodec(inner, REGISTRY_TYPES[inner.name], client, cache_size=cache_size)

@@ -55,6 +55,8 @@ def avro_decoder(
 ) -> FramedDecoder:
     """Decodes values written with ``writer``, resolved against the codec's schema."""
     name = inner.name
+    if writer.schema_type != "AVRO":
+        raise mismatch(name, ref, f"a {writer.schema_type} schema, not AVRO")
     reader_schema = inner.schema  # type: ignore[attr-defined]  # an AvroCodec
     try:
         writer_schema = json.loads(writer.text)

@@ -19,6 +19,11 @@ from schemas.user.loader import UserSchema
 from schemas.wire_shape import shape_of
 from service.kafka.connection import KafkaConnection, check_client_config, refuse_keys
 from service.logic.named_fields import field_paths
+from service.settings.registry import (
+    Framing,
+    RegistryConnection,
+    framing_problem,
+)
 from service.settings.sources import loader, printable
 
 TOOL: Final = "worker"
@@ -80,6 +85,8 @@ class CodecSettings(_Section):
     while the settings are validated (`schemas.registry.resolve`)."""
     auto_json: JsonCodecName = "msgspec-json"
     auto_output: CodecName | None = None
+    framing: Framing = "none"
+    """`confluent`: values carry the schema registry's frame (`[registry]`)."""
     max_payload_bytes: Annotated[int, Field(ge=1)] = 4 * 1024 * 1024
     shadow: CodecName | None = None
     """Also decode a sample of the messages with this codec, after each batch, and
@@ -210,6 +217,7 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     kafka: KafkaConnection = Field(default_factory=KafkaConnection)
+    registry: RegistryConnection = Field(default_factory=RegistryConnection)
     consumer: ConsumerSettings = ConsumerSettings()
     codec: CodecSettings = CodecSettings()
     processing: ProcessingSettings = ProcessingSettings()
@@ -221,6 +229,28 @@ class Settings(BaseModel):
     def _refuse_owned_keys(self) -> Settings:
         refuse_keys(self.kafka.extra, WORKER_OWNED_KEYS)
         return self
+
+    @model_validator(mode="after")
+    def _framing_fits(self) -> Settings:
+        c = self.codec
+        budget = self.consumer.max_poll_interval_ms
+        if (
+            why := framing_problem(c.framing, c.name, self.registry, budget)
+        ) is not None:
+            raise ValueError(f"codec.framing = {c.framing!r}: {why}")
+        if c.framing != "none" and c.shadow is not None:
+            raise ValueError("codec.shadow: not with --framing confluent")
+        return self
+
+    def build_codec(self) -> Codec[Any]:
+        """The configured codec, behind the registry's frame if `codec.framing` says."""
+        codec = self.codec.build()
+        if self.codec.framing == "none":
+            return codec
+        from codec.registry import RegistryClient, frame_codec
+
+        client = RegistryClient(self.registry.access())
+        return frame_codec(codec, client, cache_size=self.registry.cache_size)
 
     @model_validator(mode="after")
     def _read_fields_exist(self) -> Settings:

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from codec import get_codec
-from codec.registry import REGISTRY_TYPES, FramedCodec, framing_refusal
+from codec.registry import REGISTRY_TYPES, framing_refusal
 from codec.registry.client import RegisteredSchema, RegistryUnavailable, SchemaNotFound
 from codec.registry.decoders import message_names
 from codec.registry.frame import id_header, indexes_bytes, message_indexes, schema_ref
+from codec.registry.framed import FramedCodec
 from loadgen.payloads import small
 from schemas.errors import DecodeError, EncodeError
 
