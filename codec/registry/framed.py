@@ -168,6 +168,17 @@ class FramedCodec:
         body = schema.get("$defs", {}).get(top, {}) if top else {}
         return json.dumps({"$schema": _JSON_SCHEMA, **schema, **body})
 
+    def record_name(self) -> str:
+        """The record's full name (RecordNameStrategy's subject)."""
+        native = self.inner.native_type
+        if self.schema_type == "AVRO":
+            schema = self.inner.schema  # type: ignore[attr-defined]
+            space = schema.get("namespace")
+            return f"{space}.{schema['name']}" if space else str(schema["name"])
+        if self.schema_type == "PROTOBUF":
+            return str(native.DESCRIPTOR.full_name)
+        return f"{native.__module__}.{native.__qualname__}"
+
     def use_writer(self, schema_id: int) -> None:
         """Writes values framed with ``schema_id`` (the id ``schema_text`` got)."""
         prefix = id_header(schema_id)

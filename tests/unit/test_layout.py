@@ -78,6 +78,7 @@ PARTS = {
         "abrunner.report": 3,
         "abrunner.lab": 4,
         "abrunner.staging": 4,
+        "abrunner.framing": 4,
         "abrunner.cli": 5,
         "abrunner.__main__": 6,
     },
