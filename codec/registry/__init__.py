@@ -1,7 +1,7 @@
 """Schema-registry framing: the codecs that have a registry form, behind the Confluent frame.
 
 Parts, in import order: `frame` (the header, message indexes) and `client` (a bounded
-Confluent-compatible HTTP client) < `decoders` (one per registered schema: Avro
+Confluent-compatible HTTP client; `memory`, one without a registry, for benchmarks) < `decoders` (one per registered schema: Avro
 resolution, protobuf message indexes, JSON) < `framed` (``FramedCodec``: a wrapper
 around an unframed codec, decoders cached per schema id) < this registry of which
 codec has which registry type. May import `codec.base` and `schemas` only: the
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from codec.base import Codec
-from codec.registry.client import RegistryAccess, RegistryClient
+from codec.registry.client import RegistryAccess, RegistryClient, SchemaSource
 
 if TYPE_CHECKING:
     from codec.registry.framed import FramedCodec
@@ -23,6 +23,7 @@ __all__ = [
     "REGISTRY_TYPES",
     "RegistryAccess",
     "RegistryClient",
+    "SchemaSource",
     "frame_codec",
     "framing_refusal",
 ]
@@ -53,7 +54,7 @@ def framing_refusal(name: str) -> str | None:
 
 
 def frame_codec(
-    inner: Codec[Any], client: RegistryClient, *, cache_size: int = 1000
+    inner: Codec[Any], client: SchemaSource, *, cache_size: int = 1000
 ) -> FramedCodec:
     """``inner`` behind the Confluent frame (its name must be in `REGISTRY_TYPES`).
 

@@ -18,7 +18,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from schemas.errors import DecodeError
 
@@ -31,6 +31,19 @@ class RegistryUnavailable(Exception):
 
 class SchemaNotFound(Exception):
     """The registry answered that the id or GUID is unknown (HTTP 404)."""
+
+
+class SchemaSource(Protocol):
+    """What a framed codec asks of a registry: `RegistryClient`, or an in-memory
+    one (`codec.registry.memory`) for benchmarks and tests."""
+
+    def schema_by_id(self, ref: int | str) -> RegisteredSchema:
+        """The schema registered under id or GUID ``ref``."""
+        ...
+
+    def register(self, subject: str, schema_type: str, text: str) -> int:
+        """Registers ``text`` under ``subject``; returns its id."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,9 +34,9 @@ import msgspec
 
 from codec.base import Codec, as_encode_error, safe_decode
 from codec.registry.client import (
-    RegistryClient,
     RegistryUnavailable,
     SchemaNotFound,
+    SchemaSource,
     lookup_error,
 )
 from codec.registry.decoders import (
@@ -72,7 +72,7 @@ class FramedCodec:
         self,
         inner: Codec[Any],
         schema_type: str,
-        client: RegistryClient,
+        client: SchemaSource,
         *,
         cache_size: int = 1000,
         unknown_ttl_s: float = 30.0,

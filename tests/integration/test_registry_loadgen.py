@@ -37,9 +37,16 @@ def test_loadgen_registers_and_writes_framed_values(
     topic = topic_factory(partitions=2)
     registry = {"url": registry_url, "subject_strategy": strategy}
     s = settings(
-        kafka_bootstrap, topic, codec=codec, framing="confluent", registry=registry,
-        rate=2000, count=200, pool_size=20, seed=3,
-    )  # fmt: skip
+        kafka_bootstrap,
+        topic,
+        codec=codec,
+        framing="confluent",
+        registry=registry,
+        rate=2000,
+        count=200,
+        pool_size=20,
+        seed=3,
+    )
     summary = run(s)
     assert (summary.sent, summary.acked) == (200, 200)
     reader = frame_codec(
@@ -64,8 +71,17 @@ def test_record_and_replay_keep_the_frames(
 ) -> None:
     source, target = topic_factory(partitions=2), topic_factory(partitions=2)
     registry = {"url": registry_url}
-    run(settings(kafka_bootstrap, source, codec="avro", framing="confluent",
-                 registry=registry, rate=2000, count=100))  # fmt: skip
+    run(
+        settings(
+            kafka_bootstrap,
+            source,
+            codec="avro",
+            framing="confluent",
+            registry=registry,
+            rate=2000,
+            count=100,
+        )
+    )
     out = tmp_path / "framed.rec.gz"
     count, _ = record(
         settings(

@@ -51,7 +51,7 @@ class FakeClient:
 
 def _framed(name: str, client: FakeClient, **kw: Any) -> FramedCodec:
     inner = get_codec(name, "small")  # type: ignore[arg-type]
-    return FramedCodec(inner, REGISTRY_TYPES[name], client, **kw)  # type: ignore[arg-type]
+    return FramedCodec(inner, REGISTRY_TYPES[name], client, **kw)
 
 
 def _value(codec: FramedCodec) -> Any:
@@ -266,3 +266,30 @@ def test_codecs_without_a_registry_type_say_so_in_one_line(name: str) -> None:
     why = framing_refusal(name)
     assert why is not None and "\n" not in why
     assert name in why
+
+
+class TestBenchRows:
+    """`codec-bench --framing confluent` puts each framed codec right after its twin."""
+
+    def test_twins(self) -> None:
+        import codecbench
+
+        report = codecbench.run(
+            ["msgspec-json", "msgspec-msgpack", "protobuf"],
+            ["small"],
+            pool_size=20,
+            repeats=1,
+            warmups=0,
+            min_time_s=0.001,
+            alloc_calls=5,
+            framing="confluent",
+        )
+        assert [r.codec for r in report.results] == [
+            "msgspec-json",
+            "msgspec-json+confluent",
+            "msgspec-msgpack",
+            "protobuf",
+            "protobuf+confluent",
+        ]
+        plain, framed = report.results[0], report.results[1]
+        assert framed.wire_bytes == plain.wire_bytes + 5  # magic byte and id
