@@ -77,6 +77,9 @@ bench-loop-parts: setup  ## Where the worker's fixed cost at 2k msg/s goes: bare
 bench-overhead: setup  ## What the worker's loop adds to a bare decode loop, in-process, every codec
 	$(PY) -m tests.perf.bench_overhead
 
+bench-registry: setup  ## confluent-kafka's schema-registry deserializers vs the framed codecs, same framed messages
+	$(PY) -m tests.perf.bench_registry_peers
+
 bench-instructions: setup  ## Instructions per message the worker's loop adds to a bare decode loop (callgrind, deterministic)
 	$(PY) -m tests.perf.bench_instructions
 
@@ -115,4 +118,4 @@ down:  ## Stop the compose stack and drop its volumes
 clean:  ## Remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-fixed-rate bench-loop-parts bench-overhead bench-instructions bench-gc codec-bench bench-loadgen faults faults-fast fuzz kafka-start kafka-stop up down clean
+.PHONY: help ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-fixed-rate bench-loop-parts bench-overhead bench-instructions bench-registry bench-gc codec-bench bench-loadgen faults faults-fast fuzz kafka-start kafka-stop up down clean
