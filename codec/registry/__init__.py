@@ -3,8 +3,9 @@
 Parts, in import order: `frame` (the header, message indexes) and `client` (a bounded
 Confluent-compatible HTTP client; `memory`, one without a registry, for benchmarks) < `decoders` (one per registered schema: Avro
 resolution, protobuf message indexes, JSON) < `framed` (``FramedCodec``: a wrapper
-around an unframed codec, decoders cached per schema id) < this registry of which
-codec has which registry type. May import `codec.base` and `schemas` only: the
+around an unframed codec, decoders cached per schema id) < `auto_framed` (`auto`
+recognising frames by their magic byte) < this registry of which codec has which
+registry type. May import `codec.base` and `schemas` only: the
 unframed codecs and the worker's loop do not know it exists.
 `FramedCodec` lives in `codec.registry.framed`.
 """
@@ -17,6 +18,7 @@ from codec.base import Codec
 from codec.registry.client import RegistryAccess, RegistryClient, SchemaSource
 
 if TYPE_CHECKING:
+    from codec.auto import AutoCodec
     from codec.registry.framed import FramedCodec
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "RegistryAccess",
     "RegistryClient",
     "SchemaSource",
+    "frame_auto",
     "frame_codec",
     "framing_refusal",
 ]
@@ -49,8 +52,32 @@ def framing_refusal(name: str) -> str | None:
         + ")"
     )
     if name == "auto":
-        return f"auto with --framing confluent: not supported; take one codec: {takes}"
+        return None  # frames recognised by their magic byte (`auto_framed`)
     return f"{name} has no schema registry type: --framing confluent takes {takes}"
+
+
+def frame_auto(
+    auto: AutoCodec,
+    by_type: dict[str, Codec[Any]],
+    client: SchemaSource,
+    *,
+    cache_size: int = 1000,
+) -> AutoCodec:
+    """The `auto` codec recognising frames by their magic byte (`auto_framed`).
+
+    Args:
+        auto: the `AutoCodec`.
+        by_type: the unframed codec of each schema type (AVRO, PROTOBUF, JSON).
+        client: the registry.
+        cache_size: ids kept, per cache.
+    """
+    from codec.registry.auto_framed import FramedAutoCodec
+
+    framed = {
+        kind: frame_codec(codec, client, cache_size=cache_size)
+        for kind, codec in by_type.items()
+    }
+    return FramedAutoCodec(auto, framed, client, cache_size=cache_size)
 
 
 def frame_codec(

@@ -8,11 +8,19 @@ are errors at every level, so a typo such as `grup_id` fails loudly.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from codec import Codec, CodecName, JsonCodecName, check_form, get_codec
+from codec import (
+    AutoCodec,
+    Codec,
+    CodecName,
+    JsonCodecName,
+    check_form,
+    get_codec,
+)
 from schemas.errors import ConfigError
 from schemas.registry import Schema, SchemaSpec, resolve
 from schemas.user.loader import UserSchema
@@ -247,10 +255,19 @@ class Settings(BaseModel):
         codec = self.codec.build()
         if self.codec.framing == "none":
             return codec
-        from codec.registry import RegistryClient, frame_codec
+        from codec.registry import RegistryClient, frame_auto, frame_codec
 
         client = RegistryClient(self.registry.access())
-        return frame_codec(codec, client, cache_size=self.registry.cache_size)
+        size = self.registry.cache_size
+        if self.codec.name != "auto":
+            return frame_codec(codec, client, cache_size=size)
+        kinds = {"AVRO": "avro", "PROTOBUF": "protobuf", "JSON": self.codec.auto_json}
+        by_type = {}
+        for kind, name in kinds.items():
+            with contextlib.suppress(ConfigError):  # a form the schema refuses
+                by_type[kind] = get_codec(name, self.codec.forms)  # type: ignore[arg-type]
+        assert isinstance(codec, AutoCodec)  # noqa: S101  # get_codec's contract
+        return frame_auto(codec, by_type, client, cache_size=size)
 
     @model_validator(mode="after")
     def _read_fields_exist(self) -> Settings:

@@ -213,3 +213,27 @@ def test_registry_stopped_mid_run(
     assert dead.value() == new_value
     assert headers["x-dlq-reason"] == b"registry_unavailable"
     assert f"schema id {new_id}".encode() in headers["x-dlq-exception-message"]
+
+
+def test_auto_reads_a_mixed_topic(
+    kafka_bootstrap: str, registry_url: str, topic_factory: Any, log_file: Path
+) -> None:
+    """`--codec auto --framing confluent` on framed Avro, framed protobuf and plain
+    MessagePack on one topic: every message decodes."""
+    topic = topic_factory(1)
+    dlq = topic_factory(1, prefix="dlq")
+    mixed = _framed_records("avro", registry_url, topic, 10)
+    mixed += _framed_records("protobuf", registry_url, f"{topic}-pb", 10)
+    plain = get_codec("msgspec-msgpack", "medium")
+    for seq, payload in enumerate(make_payloads("medium", 10)):
+        value = plain.encode(plain.from_builtins(payload))
+        headers = [("content-type", plain.content_type.encode())]
+        mixed.append({"key": str(seq).encode(), "value": value, "headers": headers})
+    n = produce(kafka_bootstrap, topic, mixed)
+    args = ["--codec", "auto", "--framing", "confluent", "--registry-url", registry_url]
+    with WorkerProcess(
+        kafka_bootstrap, topic, *args, "--dlq-topic", dlq, log=log_file
+    ) as w:
+        assert w.wait_for(n) == n
+        assert w.messages("decode_error") == 0
+        assert w.stop() == 0

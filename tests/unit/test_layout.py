@@ -53,6 +53,7 @@ PARTS = {
         "codec.capnp_codec": 3,  # shares the FlatBuffers cache and time conversions
         "codec.convert": 3,
         "codec.auto": 4,
+        "codec.registry": 5,  # framing wraps any codec, auto too
         "codec": 5,
     },
     "service": {

@@ -261,7 +261,7 @@ class TestAvroEvolution:
         assert info.value.reason == "schema_mismatch"
 
 
-@pytest.mark.parametrize("name", ["msgspec-msgpack", "flatbuffers", "capnp", "auto"])
+@pytest.mark.parametrize("name", ["msgspec-msgpack", "flatbuffers", "capnp"])
 def test_codecs_without_a_registry_type_say_so_in_one_line(name: str) -> None:
     why = framing_refusal(name)
     assert why is not None and "\n" not in why
@@ -293,3 +293,47 @@ class TestBenchRows:
         ]
         plain, framed = report.results[0], report.results[1]
         assert framed.wire_bytes == plain.wire_bytes + 5  # magic byte and id
+
+
+class TestFramedAuto:
+    """`auto` with framing: a frame is recognised by its magic byte, the id's schema
+    type picks the framed codec; other values decode by their content-type."""
+
+    def _auto(self, client: FakeClient) -> Any:
+        from codec import AutoCodec
+        from codec.registry import frame_auto
+
+        auto = get_codec("auto", "small")
+        assert isinstance(auto, AutoCodec)
+        by_type = {
+            "AVRO": get_codec("avro", "small"),
+            "PROTOBUF": get_codec("protobuf", "small"),
+            "JSON": get_codec("msgspec-json", "small"),
+        }
+        return frame_auto(auto, by_type, client)
+
+    def test_frames_of_each_type_and_plain_values(self) -> None:
+        client = FakeClient()
+        auto = self._auto(client)
+        payload = small(random.Random(7), 1)
+        for name in ("avro", "protobuf", "msgspec-json"):
+            writer = _framed(name, client)
+            writer.register(f"{name}-value")
+            data = writer.encode(writer.inner.from_builtins(payload))
+            for header in (None, b"application/json", b"application/avro"):
+                got = auto.codec_for(header).decode_unchecked(data)
+                assert writer.inner.to_builtins(got) == payload
+        plain = get_codec("msgspec-msgpack", "small")
+        msgpack = plain.encode(plain.from_builtins(payload))
+        got = auto.codec_for(b"application/vnd.msgpack").decode_unchecked(msgpack)
+        assert plain.to_builtins(got) == payload
+        assert sorted(client.lookups) == [1, 1, 2, 2, 3, 3]  # type, then decoder
+
+    def test_an_unknown_id_is_asked_once(self) -> None:
+        client = FakeClient()
+        auto = self._auto(client)
+        for _ in range(3):
+            with pytest.raises(DecodeError, match="schema id 4: not in") as info:
+                auto.codec_for(None).decode_unchecked(id_header(4) + b"{}")
+            assert info.value.reason == "schema_unknown"
+        assert client.lookups == [4]
