@@ -155,6 +155,7 @@ class _Forwarder:
                 dst.sendall(data)
         with contextlib.suppress(OSError):
             dst.shutdown(socket.SHUT_WR)
+        src.close()  # both directions end here: each side closes the one it read
 
     def stop(self) -> None:
         self._stopped = True

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -43,8 +44,9 @@ def _same(name: CodecName, got: Any, payload: dict[str, Any]) -> None:
 
 
 @pytest.fixture(scope="module")
-def sr(registry_url: str) -> SchemaRegistryClient:
-    return SchemaRegistryClient({"url": registry_url})
+def sr(registry_url: str) -> Iterator[SchemaRegistryClient]:
+    with SchemaRegistryClient({"url": registry_url}) as client:  # closes its pool
+        yield client
 
 
 class TestTheirsDecodeInOurs:
