@@ -11,13 +11,14 @@ STAMP := $(VENV)/.installed
 help:  ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-$(STAMP): requirements/dev.txt requirements/bootstrap.txt pyproject.toml deploy/local-kafka/pom.xml scripts/install-system-deps.sh
+$(STAMP): requirements/dev.txt requirements/bootstrap.txt pyproject.toml deploy/local-kafka/pom.xml deploy/local-registry/pom.xml scripts/install-system-deps.sh
 	bash scripts/install-system-deps.sh
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --require-hashes -r requirements/bootstrap.txt
 	$(UV) pip install -q --python $(PY) --require-hashes -r requirements/dev.txt
 	$(UV) pip install -q --python $(PY) --no-deps --no-build-isolation -e .
 	$(PY) -m localkafka resolve
+	$(PY) -m localkafka registry resolve
 	$(PY) -c "from codec import check_form; [check_form('flatbuffers', s) for s in ('small', 'medium', 'large')]"
 	touch $(STAMP)
 
@@ -76,6 +77,9 @@ bench-loop-parts: setup  ## Where the worker's fixed cost at 2k msg/s goes: bare
 bench-overhead: setup  ## What the worker's loop adds to a bare decode loop, in-process, every codec
 	$(PY) -m tests.perf.bench_overhead
 
+bench-registry: setup  ## confluent-kafka's schema-registry deserializers vs the framed codecs, same framed messages
+	$(PY) -m tests.perf.bench_registry_peers
+
 bench-instructions: setup  ## Instructions per message the worker's loop adds to a bare decode loop (callgrind, deterministic)
 	$(PY) -m tests.perf.bench_instructions
 
@@ -129,4 +133,4 @@ down:  ## Stop the compose stack and drop its volumes
 clean:  ## Remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help docs docs-build ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-fixed-rate bench-loop-parts bench-overhead bench-instructions bench-gc codec-bench bench-loadgen faults faults-fast fuzz fuzz-models acceptance kafka-start kafka-stop up down clean
+.PHONY: help docs docs-build ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-fixed-rate bench-loop-parts bench-overhead bench-instructions bench-registry bench-gc codec-bench bench-loadgen faults faults-fast fuzz fuzz-models acceptance kafka-start kafka-stop up down clean

@@ -38,6 +38,7 @@ from rich.console import Console
 
 import service.settings.cli_flags as commands
 from abrunner.config import PREFERRED_BASELINE, TOOL, AbSettings
+from abrunner.framing import framed_plan
 from abrunner.lab import payload_sizing, runner
 from abrunner.plan import Plan, Profile, schema_limits
 from abrunner.report import compare, decisions, rejections
@@ -49,7 +50,7 @@ from localkafka.topics import CONNECT_TIMEOUT_S, TopicAdmin
 from schemas.errors import ConfigError, LocalKafkaError
 from service.kafka.broker_record import DEFAULT_DATA_DIR
 from service.kafka.security_check import AccessRefused, check_access
-from service.settings.cli_flags import KAFKA_FLAGS, Flag, add_flags
+from service.settings.cli_flags import KAFKA_FLAGS, REGISTRY_FLAGS, Flag, add_flags
 
 INTERRUPTED: Final = 130
 """128 + SIGINT: what a shell reports for a command stopped by Ctrl-C."""
@@ -60,6 +61,11 @@ _FLAGS: Final = (
         ("codecs",),
         "comma-separated codec keys",
         default="every wire codec",
+    ),
+    Flag(
+        "--framing",
+        ("framing",),
+        "none|confluent: every case's values in the schema registry's frame",
     ),
     Flag("--rate", ("rate",), "messages per second", float),
     Flag("--duration", ("duration",), "measured seconds per codec", float),
@@ -146,6 +152,7 @@ _FLAGS: Final = (
     ),
     *compare.gate_flags("a codec"),
     *KAFKA_FLAGS,
+    *REGISTRY_FLAGS,
 )
 
 
@@ -260,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(exc, file=sys.stderr)
             return 2
     try:
-        with _interrupts():
+        with _interrupts(), framed_plan(settings, plan, console) as plan:
             report = runner.run(plan, bootstrap, console, settings.kafka)
             decisions.decide(report, settings.target_rate or plan.rate)
             paths = write(report, plan.out_dir)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 
 from schemas.registry import SchemaSpec
 from service.kafka.connection import KafkaConnection, recorded_local_broker
+from service.settings.registry import Framing, RegistryConnection
 
 DEFAULT_CODECS: Final[tuple[str, ...]] = (
     "json+pydantic",
@@ -102,6 +103,9 @@ class AbSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     kafka: KafkaConnection = Field(default_factory=KafkaConnection)
+    registry: RegistryConnection = Field(default_factory=RegistryConnection)
+    framing: Framing = "none"
+    """`confluent`: every case's values are framed (`abrunner.framing`)."""
     codecs: Listed = Field(default_factory=lambda: list(DEFAULT_CODECS), min_length=1)
     # Positive unless --max (a drain has no rate): checked by `Plan`.
     rate: Annotated[float, Field(ge=0)] = 40_000.0
@@ -150,6 +154,16 @@ class AbSettings(BaseModel):
             raise ValueError(f"schema replaces {flags}: give one of them")
         if self.replay is not None and not self.replay.is_file():
             raise ValueError(f"replay: no such file: '{self.replay}'")
+        if self.framing != "none":
+            from codec.registry import framing_refusal
+
+            for why in filter(None, map(framing_refusal, self.codecs)):
+                raise ValueError(f"framing = {self.framing!r}: {why}")
+            if self.replay is not None:
+                raise ValueError(
+                    "framing: not with replay (replay a recording of "
+                    "framed values as recorded: codec-loadgen --replay)"
+                )
         return self
 
     @property

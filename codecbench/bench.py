@@ -25,6 +25,7 @@ import msgspec
 
 from codec import REAL_CODECS, Codec, CodecName, codec_refusal, get_codec
 from codec.protobuf_codec import protobuf_backend
+from codec.registry import REGISTRY_TYPES
 from codecbench.allocation import malloc_held, traced
 from codecbench.results import (
     Alloc,
@@ -130,14 +131,22 @@ def _op(sample: Sample, method: Method, alloc: Alloc) -> OpResult:
     return OpResult(us=us, loops=loops, gc=gc_rate, alloc=alloc)
 
 
-def measure_case(codec_name: CodecName, pool: Pool, method: Method) -> CaseResult:
+def measure_case(
+    codec_name: CodecName, pool: Pool, method: Method, *, framed: bool = False
+) -> CaseResult:
     """Measure encode, decode and decode+read of one codec on one profile's pool.
+
+    With ``framed``, the codec behind the schema registry's frame
+    (`codec.registry`), its schema in an in-memory registry (asked once per id, as
+    the worker asks a real one): the row `<codec>+confluent`, beside its twin.
 
     Raises:
         DecodeError: the codec cannot decode its own encoding of the pool.
         LogicError: the schema's logic rejects a pool message.
     """
     codec: Codec[Any] = get_codec(codec_name, pool.forms)
+    if framed:
+        codec = _framed(codec)
     step = pool.logic
     natives = [codec.from_builtins(b) for b in pool.builtins()]
     wire = [codec.encode(obj) for obj in natives]
@@ -170,7 +179,7 @@ def measure_case(codec_name: CodecName, pool: Pool, method: Method) -> CaseResul
         for reader in (read_all, read_fields)
     ]
     return CaseResult(
-        codec=codec_name,
+        codec=codec.name,
         profile=pool.schema,
         wire_bytes=sum(map(len, wire)) / len(wire),
         decode=decode_op,
@@ -180,6 +189,15 @@ def measure_case(codec_name: CodecName, pool: Pool, method: Method) -> CaseResul
         read_all=extra[0],
         read_fields=extra[1],
     )
+
+
+def _framed(codec: Codec[Any]) -> Codec[Any]:
+    from codec.registry import frame_codec
+    from codec.registry.memory import InMemoryRegistry
+
+    framed = frame_codec(codec, InMemoryRegistry())
+    framed.register("bench-value")
+    return framed
 
 
 def _reads(shape: MessageShape, method: Method) -> tuple[Step, Step]:
@@ -284,6 +302,7 @@ def run(
     read_fields: str = "3",
     progress: Progress | None = None,
     schemas: Sequence[str] = (),
+    framing: str = "none",
 ) -> BenchReport:
     """Measure every codec on every profile; the library entry point of `codec-bench`.
 
@@ -303,6 +322,8 @@ def run(
         schemas: users' schemas (`MODULE:NAME`) measured beside the profiles,
             each named by its class; a codec that cannot carry one is left out of
             it (`BenchReport.left_out`).
+        framing: `confluent`: each codec with a registry type also measured
+            framed, the row `<codec>+confluent` right after its twin.
 
     Returns:
         The report; `report.case(codec, profile)` picks one result.
@@ -352,6 +373,8 @@ def run(
             if progress is not None:
                 progress(f"{name} {pool.schema}")
             results.append(measure_case(name, pool, method))
+            if framing == "confluent" and name in REGISTRY_TYPES:
+                results.append(measure_case(name, pool, method, framed=True))
         del pool
     return BenchReport(
         method=method,

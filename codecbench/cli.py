@@ -123,6 +123,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="the same as --read-fields K (default: --read-fields)",
     )
     parser.add_argument(
+        "--framing",
+        choices=("none", "confluent"),
+        default="none",
+        help="confluent: also measure each codec with a registry type behind the "
+        "schema registry's frame, the row <codec>+confluent after its twin "
+        "(default: none)",
+    )
+    parser.add_argument(
         "--json",
         action="store_true",
         help="print the report as one JSON object instead of the table",
@@ -157,6 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             read_fields=str(args.read) if args.read is not None else args.read_fields,
             progress=_progress if sys.stderr.isatty() else None,
             schemas=args.schemas,
+            framing=args.framing,
         )
     except ConfigError as exc:
         print(f"codec-bench: error: {exc}", file=sys.stderr)

@@ -28,6 +28,7 @@ from schemas.registry import SPEC_HELP
 from schemas.user.synthetic import SynthOptions
 from service.settings.cli_flags import (
     KAFKA_FLAGS,
+    REGISTRY_FLAGS,
     Flag,
     add_flags,
     command_parser,
@@ -45,6 +46,7 @@ _RUN: Final = _flags(
         ("topic", str, "topic to write; it must exist unless --create-topics"),
         ("partitions", int, "partitions of the topic --create-topics creates"),
         ("codec", str, "codec writing the payloads: any registry key but auto"),
+        ("framing", str, "none|confluent: register the schema, write framed values"),
         ("schema", str, f"what to send: {SPEC_HELP}"),
         ("profile", str, "the older name of --schema: small|medium|large"),
         ("large_bytes", int, "JSON size of a large payload"),
@@ -140,7 +142,13 @@ def _described(flags: tuple[Flag, ...]) -> tuple[Flag, ...]:
     )
 
 
-RUN_FLAGS: Final = (*KAFKA_FLAGS, *_described(_RUN), *_SWITCHES, _OUTPUT)
+RUN_FLAGS: Final = (
+    *KAFKA_FLAGS,
+    *REGISTRY_FLAGS,
+    *_described(_RUN),
+    *_SWITCHES,
+    _OUTPUT,
+)
 RECORD_FLAGS: Final = (*KAFKA_FLAGS, *_RECORD)
 
 

@@ -29,6 +29,7 @@ from schemas.registry import Schema, SchemaName, SchemaSpec, resolve, user_schem
 from schemas.user.loader import UserSchema
 from schemas.user.synthetic import SynthOptions, make_payloads
 from service.kafka.connection import KafkaConnection, refuse_keys
+from service.settings.registry import Framing, RegistryConnection, framing_problem
 from service.settings.sources import loader
 from service.telemetry.log_setup import kafka_logger
 
@@ -109,6 +110,9 @@ class LoadgenSettings(BaseModel):
     )
 
     kafka: KafkaConnection = Field(default_factory=KafkaConnection)
+    registry: RegistryConnection = Field(default_factory=RegistryConnection)
+    framing: Framing = "none"
+    """`confluent`: register the model's schema and write framed values."""
     topic: str = "orders"
     create_topics: bool = False
     partitions: Annotated[int, Field(ge=1, le=100_000)] = 4
@@ -192,6 +196,8 @@ class LoadgenSettings(BaseModel):
         if self.speed is not None and "rate" in self.model_fields_set:
             raise ValueError("give a replay either speed (recorded pace) or rate")
         self._check_schema()
+        if why := framing_problem(self.framing, self.codec, self.registry, None):
+            raise ValueError(f"framing = {self.framing!r}: {why}")
         for name in (self.codec, self.transcode):
             if name not in (None, "auto"):  # a codec that cannot carry a field
                 try:

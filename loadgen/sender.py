@@ -10,9 +10,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable
 
-from codec import get_codec
 from loadgen.config import LoadgenSettings
-from loadgen.source import Source
+from loadgen.source import Source, writer_codec
 from service.kafka.headers import CONTENT_TYPE, RUN_ID, SENT_NS, SEQ
 
 Stamps = Iterable[int] | int
@@ -90,7 +89,7 @@ def _general_sender(
     topic, values, keys, count = s.topic, source.values, source.keys, len(source.values)
     value_of: Callable[[int], bytes | None] = values.__getitem__
     if source.builtins is not None:
-        codec = get_codec(s.codec, s.forms)
+        codec = writer_codec(s, s.forms)
         natives, encode = (
             [codec.from_builtins(b) for b in source.builtins],
             codec.encode,

@@ -3,6 +3,12 @@
 A synthetic run encodes `pool_size` seeded payloads with the settings' codec; a
 replay builds its `Source` from a recording (`loadgen.replay`). Message seq `k`
 sends entry `k mod len(values)`, so the pool cycles for as long as the run lasts.
+
+With `--framing confluent`, `writer_codec` registers the model's schema (derived for
+the codec: Avro JSON, a protobuf descriptor, a JSON Schema) under the subject
+`[registry] subject_strategy` names (TopicNameStrategy by default: `<topic>-value`),
+once per process (an equal schema registered again keeps its id), and the values
+carry the frame.
 """
 
 from __future__ import annotations
@@ -13,11 +19,13 @@ from typing import Any, Final
 
 import numpy as np
 
-from codec import get_codec
+from codec import Codec, get_codec
 from loadgen.config import LoadgenSettings
 from loadgen.payloads import entity_field, make_payloads
+from schemas.errors import LoadgenError
 from schemas.registry import Schema
 from schemas.user import synthetic
+from schemas.user.loader import UserSchema
 
 _ENTITY: Final = {"small": "id", "medium": "order_id", "large": "plan_id"}
 """The field each built-in profile keys its messages by (`key = "entity"`)."""
@@ -60,7 +68,7 @@ def synthetic_source(s: LoadgenSettings) -> Source:
     A user's schema gets payloads made from its types, sized by `s.synth_options`.
     """
     forms = s.forms
-    codec = get_codec(s.codec, forms)
+    codec = writer_codec(s, forms)
     if isinstance(forms, Schema):
         payloads = make_payloads(
             forms.name, s.pool_size, seed=s.seed, large_bytes=s.large_bytes
@@ -91,7 +99,7 @@ def value_bytes_sent(source: Source, s: LoadgenSettings, shard: int, sent: int) 
     messages: one cycle is summed, not every message of an hour-long run.
     """
     if s.encode_live and source.builtins is not None:
-        codec = get_codec(s.codec, s.forms)
+        codec = writer_codec(s, s.forms)
         sizes = np.array(
             [len(codec.encode(codec.from_builtins(b))) for b in source.builtins]
         )
@@ -101,3 +109,33 @@ def value_bytes_sent(source: Source, s: LoadgenSettings, shard: int, sent: int) 
     cycle = sizes[(shard + np.arange(pool // math.gcd(stride, pool)) * stride) % pool]
     laps, rest = divmod(sent, len(cycle))
     return int(laps * cycle.sum() + cycle[:rest].sum())
+
+
+_IDS: Final[dict[tuple[str, str, str, str], int]] = {}
+"""(registry URL, subject, codec, schema) -> the id registered in this process."""
+
+
+def writer_codec(s: LoadgenSettings, forms: Schema | UserSchema) -> Codec[Any]:
+    """The codec that writes the run's values: framed, with the registered id, if
+    `s.framing` is `confluent`.
+
+    Raises:
+        LoadgenError: the registry did not answer, or refused the schema.
+    """
+    codec = get_codec(s.codec, forms)
+    if s.framing == "none":
+        return codec
+    from codec.registry import RegistryClient, frame_codec
+    from codec.registry.client import RegistryUnavailable
+
+    framed = frame_codec(codec, RegistryClient(s.registry.access()))
+    subject = s.registry.subject(s.topic, framed.record_name())
+    key = (s.registry.url or "", subject, s.codec, s.schema_spec)
+    if (known := _IDS.get(key)) is not None:
+        framed.use_writer(known)
+        return framed
+    try:
+        _IDS[key] = framed.register(subject)
+    except (RegistryUnavailable, ValueError) as exc:
+        raise LoadgenError(f"cannot register {subject!r}: {exc}") from None
+    return framed

@@ -8,6 +8,7 @@ Commands::
     codec-kafka topics create NAME [NAME...] [--partitions N] [--topic-config K=V]...
     codec-kafka topics list [--internal]
     codec-kafka topics delete NAME [NAME...]
+    codec-kafka registry resolve | start [--port P] [--data-dir D] | stop [--data-dir D]
 
 The `topics` commands take what every tool takes to reach a cluster: `--config FILE`
 (its `[kafka]` table), `KAFKA_*`, `--bootstrap-servers` and the other `[kafka]` flags,
@@ -33,6 +34,7 @@ from confluent_kafka import KafkaException
 from localkafka.broker import LocalKafka
 from localkafka.classpath import kafka_version, resolve_classpath
 from localkafka.process import port_open, stop_process_group
+from localkafka.registry.commands import add_registry_commands, run_registry
 from localkafka.security import CLIENT_FILE, MECHANISM, SECURITY_MODES
 from localkafka.state import (
     DEFAULT_DATA_DIR,
@@ -203,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="stay attached until SIGINT/SIGTERM, then stop the broker",
     )
     _add_topics(sub, version)
+    add_registry_commands(sub)
     return parser
 
 
@@ -369,6 +372,7 @@ _COMMANDS: Final[dict[str, Callable[[argparse.Namespace], int]]] = {
     "start": _start,
     "stop": _stop,
     "topics": _topics,
+    "registry": run_registry,
 }
 
 

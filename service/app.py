@@ -102,7 +102,7 @@ class Worker:
         self.errors = KafkaErrors(settings.kafka.bootstrap_servers)
         self.registry = CollectorRegistry()
         codec_settings = settings.codec
-        self.codec = codec_settings.build()
+        self.codec = settings.build_codec()
         self.metrics = Metrics(
             self.registry, codec=codec_settings.name, schema=codec_settings.schema_
         )

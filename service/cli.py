@@ -23,6 +23,7 @@ from service.lifecycle import signals
 from service.lifecycle.child_processes import die_with_parent
 from service.settings.cli_flags import (
     KAFKA_FLAGS,
+    REGISTRY_FLAGS,
     Flag,
     add_flags,
     command_parser,
@@ -32,6 +33,7 @@ from service.settings.worker import TOOL, Settings
 
 _FLAGS: Final = (
     *KAFKA_FLAGS,
+    *REGISTRY_FLAGS,
     Flag("--topic", ("consumer", "topic"), "input topic"),
     Flag("--group", ("consumer", "group_id"), "consumer group id"),
     Flag(
@@ -54,6 +56,11 @@ _FLAGS: Final = (
     Flag("--schema", ("codec", "schema"), SPEC_HELP),
     Flag("--auto-json", ("codec", "auto_json"), "JSON codec of the auto codec"),
     Flag("--auto-output", ("codec", "auto_output"), "output codec of the auto codec"),
+    Flag(
+        "--framing",
+        ("codec", "framing"),
+        "none|confluent: values in the schema registry's frame ([registry])",
+    ),
     Flag(
         "--max-payload-bytes",
         ("codec", "max_payload_bytes"),

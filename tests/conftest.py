@@ -227,3 +227,17 @@ def kafka_bootstrap() -> Iterator[str]:
         return
     with LocalKafka() as kafka:
         yield kafka.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def registry_url() -> Iterator[str]:
+    """The session's Confluent-compatible schema registry: ``REGISTRY_URL`` if set
+    (bring your own), else a local Apicurio Registry started for the session (only
+    the tests that ask for it pay its start, about 10 s)."""
+    if external := os.environ.get("REGISTRY_URL"):
+        yield external
+        return
+    from localkafka.registry import LocalRegistry
+
+    with LocalRegistry() as registry:
+        yield registry.url

@@ -80,6 +80,19 @@ KAFKA_FLAGS: Final = (
 )
 """The `[kafka]` flags every tool takes (the password only from env or TOML)."""
 
+REGISTRY_FLAGS: Final = (
+    Flag(
+        "--registry-url",
+        ("registry", "url"),
+        "schema registry URL (Confluent-compatible API) for --framing confluent",
+        default="the registry `codec-kafka registry start` recorded",
+    ),
+    Flag("--registry-username", ("registry", "username"), "registry basic-auth user"),
+    Flag("--registry-ca-file", ("registry", "ca_file"), "registry CA bundle (https)"),
+)
+"""The `[registry]` flags of the tools that frame values (the password only from
+REGISTRY_PASSWORD or `[registry] password`)."""
+
 _EXTRA: Final = "extra"
 
 

@@ -5,6 +5,8 @@ One TOML file may hold all of it (`--config FILE` on every command):
 ```toml
 [kafka]            # the connection, shared (service.kafka.connection.KafkaConnection)
 bootstrap_servers = "127.0.0.1:9092"
+[registry]         # the schema registry, shared by the tools that frame values
+url = "http://127.0.0.1:8081"
 [worker.codec]     # codec-worker: nested sections
 name = "msgspec-msgpack"
 [loadgen]          # codec-loadgen: flat
@@ -13,7 +15,8 @@ rate = 40000
 codecs = ["json+pydantic", "msgspec-msgpack"]
 ```
 
-A tool reads `[kafka]` and its own section and ignores the other tools' sections.
+A tool reads `[kafka]` (and `[registry]` if it takes one) and its own section and
+ignores the other tools' sections.
 The environment follows the same paths: the section's name in capitals, `_`, then
 the keys joined by `__`: `KAFKA_BOOTSTRAP_SERVERS`, `WORKER_CODEC__NAME`,
 `LOADGEN_RATE`, `AB_CODECS`. Values that start with `{` or `[` are read as JSON.
@@ -40,10 +43,13 @@ from pydantic import BaseModel, ValidationError
 from schemas.errors import ConfigError
 from service.kafka.connection import MASK, KafkaConnection, is_secret_key
 
-SECTIONS: Final = ("kafka", "worker", "loadgen", "ab")
-"""The TOML file's top-level tables: the shared connection, then one per tool."""
+SECTIONS: Final = ("kafka", "registry", "worker", "loadgen", "ab")
+"""The TOML file's top-level tables: the shared connections, then one per tool."""
 
 KAFKA: Final = "kafka"
+REGISTRY: Final = "registry"
+SHARED: Final = (KAFKA, REGISTRY)
+"""Sections every tool that has the field reads from the top level of the file."""
 
 M = TypeVar("M", bound=BaseModel)
 Path_ = tuple[str, ...]
@@ -52,14 +58,14 @@ Path_ = tuple[str, ...]
 
 def env_name(tool: str, path: Path_) -> str:
     """The environment variable of a setting, e.g. `WORKER_CODEC__NAME`."""
-    if path[0] == KAFKA:
-        return "KAFKA_" + "__".join(path[1:]).upper()
+    if path[0] in SHARED:
+        return f"{path[0].upper()}_" + "__".join(path[1:]).upper()
     return f"{tool.upper()}_" + "__".join(path).upper()
 
 
 def dotted(tool: str, path: Path_) -> str:
     """A setting's name as the TOML file spells it, e.g. `worker.codec.name`."""
-    return ".".join(path if path[0] == KAFKA else (tool, *path))
+    return ".".join(path if path[0] in SHARED else (tool, *path))
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:
@@ -113,8 +119,10 @@ class _Tree:
         return ""
 
 
-def _read_toml(path: Path, tool: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The `[kafka]` table and the tool's own table of a TOML file."""
+def _read_toml(
+    path: Path, tool: str
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The `[kafka]`, `[registry]` and the tool's own tables of a TOML file."""
     if not path.is_file():
         raise ConfigError(f"config error: --config {str(path)!r}: no such file")
     try:
@@ -133,11 +141,13 @@ def _read_toml(path: Path, tool: str) -> tuple[dict[str, Any], dict[str, Any]]:
                 f"(sections: {', '.join(f'[{s}]' for s in SECTIONS)})"
             )
     own = data.get(tool, {})
-    if KAFKA in own:
-        raise ConfigError(
-            f"config error: {path}: [{tool}.kafka]: connection settings go in [kafka]"
-        )
-    return data.get(KAFKA, {}), own
+    for shared in SHARED:
+        if shared in own:
+            raise ConfigError(
+                f"config error: {path}: [{tool}.{shared}]: its settings go in "
+                f"[{shared}]"
+            )
+    return data.get(KAFKA, {}), data.get(REGISTRY, {}), own
 
 
 def _env_value(raw: str) -> Any:
@@ -261,8 +271,10 @@ def load(
         tree.merge(base, base_origin or "base")
     given_file = None
     if config_file is not None:
-        kafka, own = _read_toml(config_file, tool)
+        kafka, registry, own = _read_toml(config_file, tool)
         tree.merge({KAFKA: kafka}, f"{config_file} [kafka]")
+        if REGISTRY in model.model_fields:  # the other tools leave it alone
+            tree.merge({REGISTRY: registry}, f"{config_file} [registry]")
         tree.merge(own, f"{config_file} [{tool}]")
         given_file = config_file if kafka else None
     _read_env(model, tool, os.environ if environ is None else environ, tree)
@@ -308,4 +320,7 @@ def printable(settings: BaseModel, tool: str) -> dict[str, Any]:
     kafka = getattr(settings, KAFKA)
     assert isinstance(kafka, KafkaConnection)  # noqa: S101  # every root model has one
     data.pop(KAFKA)
-    return {KAFKA: kafka.masked(), tool: data}
+    shown = {KAFKA: kafka.masked()}
+    if REGISTRY in data:  # SecretStr dumps masked
+        shown[REGISTRY] = data.pop(REGISTRY)
+    return {**shown, tool: data}

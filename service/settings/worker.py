@@ -8,17 +8,30 @@ are errors at every level, so a typo such as `grup_id` fails loudly.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from codec import Codec, CodecName, JsonCodecName, check_form, get_codec
+from codec import (
+    AutoCodec,
+    Codec,
+    CodecName,
+    JsonCodecName,
+    check_form,
+    get_codec,
+)
 from schemas.errors import ConfigError
 from schemas.registry import Schema, SchemaSpec, resolve
 from schemas.user.loader import UserSchema
 from schemas.wire_shape import shape_of
 from service.kafka.connection import KafkaConnection, check_client_config, refuse_keys
 from service.logic.named_fields import field_paths
+from service.settings.registry import (
+    Framing,
+    RegistryConnection,
+    framing_problem,
+)
 from service.settings.sources import loader, printable
 
 TOOL: Final = "worker"
@@ -84,6 +97,8 @@ class CodecSettings(_Section):
     while the settings are validated (`schemas.registry.resolve`)."""
     auto_json: JsonCodecName = "msgspec-json"
     auto_output: CodecName | None = None
+    framing: Framing = "none"
+    """`confluent`: values carry the schema registry's frame (`[registry]`)."""
     max_payload_bytes: Annotated[int, Field(ge=1)] = 4 * 1024 * 1024
     shadow: CodecName | None = None
     """Also decode a sample of the messages with this codec, after each batch, and
@@ -214,6 +229,7 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     kafka: KafkaConnection = Field(default_factory=KafkaConnection)
+    registry: RegistryConnection = Field(default_factory=RegistryConnection)
     consumer: ConsumerSettings = ConsumerSettings()
     codec: CodecSettings = CodecSettings()
     processing: ProcessingSettings = ProcessingSettings()
@@ -225,6 +241,37 @@ class Settings(BaseModel):
     def _refuse_owned_keys(self) -> Settings:
         refuse_keys(self.kafka.extra, WORKER_OWNED_KEYS)
         return self
+
+    @model_validator(mode="after")
+    def _framing_fits(self) -> Settings:
+        c = self.codec
+        budget = self.consumer.max_poll_interval_ms
+        if (
+            why := framing_problem(c.framing, c.name, self.registry, budget)
+        ) is not None:
+            raise ValueError(f"codec.framing = {c.framing!r}: {why}")
+        if c.framing != "none" and c.shadow is not None:
+            raise ValueError("codec.shadow: not with --framing confluent")
+        return self
+
+    def build_codec(self) -> Codec[Any]:
+        """The configured codec, behind the registry's frame if `codec.framing` says."""
+        codec = self.codec.build()
+        if self.codec.framing == "none":
+            return codec
+        from codec.registry import RegistryClient, frame_auto, frame_codec
+
+        client = RegistryClient(self.registry.access())
+        size = self.registry.cache_size
+        if self.codec.name != "auto":
+            return frame_codec(codec, client, cache_size=size)
+        kinds = {"AVRO": "avro", "PROTOBUF": "protobuf", "JSON": self.codec.auto_json}
+        by_type = {}
+        for kind, name in kinds.items():
+            with contextlib.suppress(ConfigError):  # a form the schema refuses
+                by_type[kind] = get_codec(name, self.codec.forms)  # type: ignore[arg-type]
+        assert isinstance(codec, AutoCodec)  # noqa: S101  # get_codec's contract
+        return frame_auto(codec, by_type, client, cache_size=size)
 
     @model_validator(mode="after")
     def _read_fields_exist(self) -> Settings:

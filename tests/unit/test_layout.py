@@ -54,6 +54,7 @@ PARTS = {
         "codec.capnp_codec": 3,  # shares the FlatBuffers cache and time conversions
         "codec.convert": 3,
         "codec.auto": 4,
+        "codec.registry": 5,  # framing wraps any codec, auto too
         "codec": 5,
     },
     "service": {
@@ -80,6 +81,7 @@ PARTS = {
         "abrunner.report": 3,
         "abrunner.lab": 4,
         "abrunner.staging": 4,
+        "abrunner.framing": 4,
         "abrunner.cli": 5,
         "abrunner.__main__": 6,
     },

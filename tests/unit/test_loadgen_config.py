@@ -209,13 +209,14 @@ class TestCli:
     def test_help_states_every_default_and_variable(self) -> None:
         text = " ".join(build_parser().format_help().split())
         hidden = {"record_out", "record_max", "record_timeout_s", "record_start"}
-        hidden |= {"kafka"}
+        hidden |= {"kafka", "registry"}  # shared sections: KAFKA_*, REGISTRY_*
         for name, info in LoadgenSettings.model_fields.items():
             field = info.alias or name
             if field not in hidden:
                 assert f"env LOADGEN_{field.upper()})" in text, field
         assert "(default: 1000.0; env LOADGEN_RATE)" in text
         assert "env KAFKA_BOOTSTRAP_SERVERS)" in text
+        assert "env REGISTRY_URL)" in text
         assert "KAFKA_EXTRA" in text
         assert "(default: table; env LOADGEN_OUTPUT)" in text
 

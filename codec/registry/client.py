@@ -1,0 +1,173 @@
+"""A small Confluent-compatible schema registry client: fetch by id, register.
+
+Only the calls the framed codecs need (`GET /schemas/ids/{id}`, `GET
+/schemas/guids/{guid}`, `POST /subjects/{subject}/versions`), over the standard
+library's HTTP client with basic auth and a CA file. Each call is bounded: a timeout
+per attempt, a few attempts with a short back-off, so a registry that is down costs
+at most `budget_s` for the first message of a new id; after that the client answers
+"unavailable" at once for `cooldown_s` instead of waiting again on every message.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from schemas.errors import DecodeError
+
+_CONTENT: Final = "application/vnd.schemaregistry.v1+json"
+
+
+class RegistryUnavailable(Exception):
+    """The registry did not answer within the bounded attempts."""
+
+
+class SchemaNotFound(Exception):
+    """The registry answered that the id or GUID is unknown (HTTP 404)."""
+
+
+class SchemaSource(Protocol):
+    """What a framed codec asks of a registry: `RegistryClient`, or an in-memory
+    one (`codec.registry.memory`) for benchmarks and tests."""
+
+    def schema_by_id(self, ref: int | str) -> RegisteredSchema:
+        """The schema registered under id or GUID ``ref``."""
+        ...
+
+    def register(self, subject: str, schema_type: str, text: str) -> int:
+        """Registers ``text`` under ``subject``; returns its id."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredSchema:
+    """A schema as the registry returns it."""
+
+    schema_type: str
+    """AVRO, PROTOBUF or JSON (a missing `schemaType` means AVRO)."""
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryAccess:
+    """Where the registry is and how to reach it (no secret in ``repr``)."""
+
+    url: str
+    username: str | None = None
+    password: str | None = None
+    ca_file: str | None = None
+    timeout_s: float = 2.0
+    attempts: int = 3
+    backoff_s: float = 0.2
+    cooldown_s: float = 5.0
+
+    def __repr__(self) -> str:
+        return f"RegistryAccess(url={self.url!r}, username={self.username!r})"
+
+    @property
+    def budget_s(self) -> float:
+        """The longest one lookup can take: every attempt and back-off."""
+        pauses = sum(self.backoff_s * 2.0**i for i in range(self.attempts - 1))
+        return self.attempts * self.timeout_s + pauses
+
+
+class RegistryClient:
+    """Fetches schemas by id or GUID and registers them, each call bounded."""
+
+    def __init__(self, access: RegistryAccess) -> None:
+        self.access = access
+        self._base = access.url.rstrip("/")
+        self._headers = {"Accept": _CONTENT}
+        if access.username is not None:
+            pair = f"{access.username}:{access.password or ''}".encode()
+            self._headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+        self._tls = (
+            ssl.create_default_context(cafile=access.ca_file)
+            if access.ca_file
+            else None
+        )
+        self._down_until = 0.0
+
+    def schema_by_id(self, ref: int | str) -> RegisteredSchema:
+        """The schema registered under id ``ref`` (an int) or GUID (hex text).
+
+        Raises:
+            SchemaNotFound: the registry does not know it.
+            RegistryUnavailable: no answer within the budget, or in the cooldown
+                after such a failure.
+        """
+        if isinstance(ref, int):
+            path = f"/schemas/ids/{ref}"
+        else:
+            path = f"/schemas/guids/{ref[:8]}-{ref[8:12]}-{ref[12:16]}-{ref[16:20]}-{ref[20:]}"
+        body = self._call("GET", path, None)
+        return RegisteredSchema(
+            str(body.get("schemaType") or "AVRO"), str(body["schema"])
+        )
+
+    def register(self, subject: str, schema_type: str, text: str) -> int:
+        """Registers ``text`` under ``subject`` (an existing equal one keeps its id).
+
+        Raises:
+            RegistryUnavailable: no answer within the budget.
+            ValueError: the registry refused it (the text says why).
+        """
+        payload: dict[str, Any] = {"schema": text}
+        if schema_type != "AVRO":
+            payload["schemaType"] = schema_type
+        path = f"/subjects/{urllib.parse.quote(subject, safe='')}/versions"
+        return int(self._call("POST", path, payload)["id"])
+
+    def _call(self, method: str, path: str, payload: Any) -> dict[str, Any]:
+        if time.monotonic() < self._down_until:
+            raise RegistryUnavailable("registry unavailable (cooling down)")
+        data = None if payload is None else json.dumps(payload).encode()
+        headers = dict(self._headers)
+        if data is not None:
+            headers["Content-Type"] = _CONTENT
+        request = urllib.request.Request(  # noqa: S310 (a configured http(s) URL)
+            self._base + path, data=data, headers=headers, method=method
+        )
+        last = ""
+        for attempt in range(self.access.attempts):
+            if attempt:
+                time.sleep(self.access.backoff_s * 2 ** (attempt - 1))
+            try:
+                with urllib.request.urlopen(  # noqa: S310 (a configured http(s) URL)
+                    request, timeout=self.access.timeout_s, context=self._tls
+                ) as reply:
+                    return dict(json.loads(reply.read()))
+            except urllib.error.HTTPError as exc:
+                if exc.code == 404:
+                    raise SchemaNotFound(f"HTTP 404 for {path}") from None
+                if exc.code < 500 and exc.code != 429:
+                    raise ValueError(
+                        f"registry refused {method} {path}: HTTP {exc.code}"
+                    ) from None
+                last = f"HTTP {exc.code}"
+            except (OSError, ValueError) as exc:  # refused, timed out, not JSON
+                last = type(exc).__name__
+        self._down_until = time.monotonic() + self.access.cooldown_s
+        raise RegistryUnavailable(
+            f"registry unavailable after {self.access.attempts} attempts ({last})"
+        )
+
+
+def lookup_error(codec: str, ref: int | str, exc: Exception) -> DecodeError:
+    """The `DecodeError` for a failed lookup of schema ``ref``, naming it."""
+    if isinstance(exc, SchemaNotFound):
+        return DecodeError(
+            f"schema id {ref}: not in the registry",
+            codec=codec,
+            reason="schema_unknown",
+        )
+    return DecodeError(
+        f"schema id {ref}: {exc}", codec=codec, reason="registry_unavailable"
+    )
