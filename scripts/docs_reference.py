@@ -249,16 +249,27 @@ def config_page() -> str:
         "keys and misspelt variables are errors with a *did you mean*.",
         "",
     ]
-    kafka_done = False
+    from service.settings.sources import SHARED
+
+    shared: dict[str, list[tuple[tuple[str, ...], Any, str]]] = {}
+    readers: dict[str, list[str]] = {}
+    own_tables: list[str] = []
     for section, module, name, commands in SECTIONS:
         model = getattr(importlib.import_module(module), name)
         rows = list(settings(model))
-        kafka_rows = [r for r in rows if r[0][0] == "kafka"]
-        own = [r for r in rows if r[0][0] != "kafka"]
-        if kafka_rows and not kafka_done:
-            kafka_done = True
-            out += _table("kafka", "kafka", kafka_rows, flags, commands, kafka=True)
-        out += _table(section, section, own, flags, commands, kafka=False)
+        for top in SHARED:
+            mine = [r for r in rows if r[0][0] == top]
+            if mine:
+                shared.setdefault(top, mine)
+                readers.setdefault(top, []).extend(commands)
+        own = [r for r in rows if r[0][0] not in SHARED]
+        own_tables += _table(section, section, own, flags, commands, shared=False)
+    for top in SHARED:
+        if top in shared:
+            out += _table(
+                top, top, shared[top], flags, tuple(readers[top]), shared=True
+            )
+    out += own_tables
     return "\n".join(out)
 
 
@@ -269,9 +280,11 @@ def _table(
     flags: dict[tuple[str, tuple[str, ...]], list[tuple[str, str]]],
     commands: tuple[str, ...],
     *,
-    kafka: bool,
+    shared: bool,
 ) -> list[str]:
-    readers = "every command" if kafka else ", ".join(f"`{c}`" for c in commands)
+    readers = ", ".join(f"`{c}`" for c in commands)
+    if title == "kafka":
+        readers = "every command"
     out = [
         f"## `[{title}]`",
         "",
@@ -281,13 +294,13 @@ def _table(
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for path, field, doc in rows:
-        key = ".".join(path[1:] if kafka else path)
+        key = ".".join(path[1:] if shared else path)
         env = _env(tool, path)
         given = {
             flag: text
             for (command, p), fl in flags.items()
             for flag, text in fl
-            if p == path and (kafka or command in commands)
+            if p == path and (command in commands or title == "kafka")
         }
         flag_cell = ", ".join(f"`{f}`" for f in sorted(given)) or "(none)"
         doc = doc or next((t for t in given.values() if t), "")

@@ -48,12 +48,18 @@ class RegistryConnection(BaseModel):
     url: str | None = Field(default_factory=recorded_local_registry)
     """Base URL of the Confluent-compatible API (Apicurio: `.../apis/ccompat/v7`)."""
     username: str | None = None
+    """The user name of HTTP basic authentication, if the registry asks for it."""
     password: SecretStr | None = None
+    """Its password: masked in `--print-config` and logs; give it in the environment
+    (`REGISTRY_PASSWORD`) or the TOML file, never on the command line."""
     ca_file: Path | None = None
     """A CA bundle for an https URL (default: the system's)."""
     timeout_s: Annotated[float, Field(gt=0, le=60)] = 2.0
+    """How long one request to the registry may take."""
     attempts: Annotated[int, Field(ge=1, le=10)] = 3
+    """Requests for a new schema id before its message is dead-lettered."""
     cooldown_s: Annotated[float, Field(ge=0, le=3600)] = 5.0
+    """After a registry failure, how long messages of other new ids fail at once."""
     cache_size: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
     """Decoders kept, one per schema id; past it the oldest is dropped."""
     subject_strategy: SubjectStrategy = "topic"

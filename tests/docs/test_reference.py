@@ -54,7 +54,7 @@ def test_every_setting_has_a_row_a_variable_and_a_description() -> None:
     for _section, module, name, _commands in ref.SECTIONS:
         model = getattr(importlib.import_module(module), name)
         for path, _field, _doc in ref.settings(model):
-            key = ".".join(path[1:] if path[0] == "kafka" else path)
+            key = ".".join(path[1:] if path[0] in ("kafka", "registry") else path)
             rows = [r for r in page.splitlines() if r.startswith(f"| `{key}` |")]
             assert rows, f"{name}: {'.'.join(path)} has no row"
             cells = re.split(r"(?<!\\)\|", rows[0])
