@@ -105,6 +105,7 @@ _FLAGS: Final = (
         default="json-stdlib+pydantic if listed, else the first codec",
     ),
     Flag("--out", ("out",), "report directory", Path),
+    Flag("--logic", ("logic",), "workers' logic: a team's MODULE:CALLABLE or a stub"),
     Flag(
         "--worker-arg",
         ("worker_args",),
@@ -183,6 +184,7 @@ def plan_from_settings(s: AbSettings) -> Plan:
         profiles = [p for p in profiles if p.schema != "large"]
         profiles += [Profile("large", size) for size in s.large_bytes]
     same = {"rate", "duration", "warmup", "repeat", "max_mode", "max_messages"}
+    worker_args = (w for a in s.worker_args for w in a.split("=", 1))
     codecs, left_out, skipped = schema_limits(
         s.schema_,
         tuple(s.codecs),
@@ -201,7 +203,8 @@ def plan_from_settings(s: AbSettings) -> Plan:
         baseline=baseline,
         out=str(s.out),
         # --worker-arg=--batch-size=1000 is two worker arguments.
-        worker_args=tuple(w for a in s.worker_args for w in a.split("=", 1)),
+        worker_args=(*(("--logic", s.logic) if s.logic else ()), *worker_args),
+        logic=s.logic,
         loadgen_args=tuple(w for a in s.loadgen_args for w in a.split("=", 1)),
         replay=None if s.replay is None else str(s.replay),
     )

@@ -113,6 +113,8 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
             (`UserSchema.refusal`): the others run.
         skipped: checks the user's own form makes that a measured codec skips,
             one "codecs: path: check" line each (`schemas.user.skipped_checks`).
+        logic: the workers' `--logic` (a team's `MODULE:CALLABLE`, or a built-in
+            one), None for the worker's default; it is also in `worker_args`.
 
     Raises:
         ConfigError: a value is out of range; the message names the flag.
@@ -136,6 +138,7 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     loadgen_args: tuple[str, ...] = ()
     left_out: tuple[tuple[str, str], ...] = ()
     skipped: tuple[str, ...] = ()
+    logic: str | None = None
 
     def __post_init__(self) -> None:
         for codec in self.codecs:

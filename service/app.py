@@ -278,10 +278,12 @@ class Worker:
             group=s.consumer.group_id,
             dead_letters=dead_letters,
         )
+        handler = Handler(s.codec.forms, p.logic, p.work_us, p.read_fields)
         return BatchLoop(
             consumer,
             codec=self.codec,
-            step=Handler(s.codec.forms, p.logic, p.work_us, p.read_fields).step,
+            step=handler.step,
+            results=handler.results,
             metrics=self.metrics,
             poison=poison,
             output=output,

@@ -99,7 +99,9 @@ _FLAGS: Final = (
     Flag(
         "--logic",
         ("processing", "logic"),
-        "business logic: aggregate|noop|flaky|fields",
+        "business logic: aggregate|noop|flaky|fields, or a team's MODULE:CALLABLE "
+        "called with each decoded message (its return value, if not None, is the "
+        "result written to --output-topic)",
     ),
     Flag(
         "--read-fields",

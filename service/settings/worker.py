@@ -19,6 +19,7 @@ from schemas.user.loader import UserSchema
 from schemas.wire_shape import shape_of
 from service.kafka.connection import KafkaConnection, check_client_config, refuse_keys
 from service.logic.named_fields import field_paths
+from service.logic.user_handler import is_user_logic, load_handler
 from service.settings.sources import loader, printable
 
 TOOL: Final = "worker"
@@ -143,10 +144,13 @@ class ProcessingSettings(_Section):
     """A batch asks for at most this many payload bytes: the next `consume()` takes
     `batch_size` messages or this over the last batch's mean size, if fewer, so
     1 MB messages come 8 at a time, not 500 (memory bounded by bytes)."""
-    logic: Literal["noop", "aggregate", "flaky", "fields"] = "aggregate"
-    """`flaky` is `aggregate` whose every 20th message fails its first attempt (a
-    transient error, for the fault suite's retry-budget scenario); `fields` reads
-    only `read_fields` (`service.logic.named_fields`)."""
+    logic: str = "aggregate"
+    """`aggregate|noop|flaky|fields` or a team's `MODULE:CALLABLE`
+    (`service.logic.user_handler`: imported and its signature checked here, so a bad
+    one is a config error before Kafka). `flaky` is `aggregate` whose every 20th
+    message fails its first attempt (a transient error, for the fault suite's
+    retry-budget scenario); `fields` reads only `read_fields`
+    (`service.logic.named_fields`)."""
     read_fields: str = "3"
     """For `fields`: dotted paths `a,b.c` (through lists: every item), or a count k
     (the first k top-level fields)."""
@@ -167,6 +171,16 @@ class ProcessingSettings(_Section):
     index: Annotated[int, Field(ge=0, le=65_535)] = 0
     """This worker's index among `processes` (the supervisor gives each child its
     own; logged as `worker` on every line)."""
+
+    @field_validator("logic")
+    @classmethod
+    def _logic_loads(cls, logic: str) -> str:
+        if is_user_logic(logic):
+            try:
+                load_handler(logic)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return logic
 
     def dlq_topic_for(self, topic: str) -> str:
         """The dead-letter topic: configured, else `<topic>.dlq`."""
