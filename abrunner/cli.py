@@ -43,6 +43,7 @@ from abrunner.config import PREFERRED_BASELINE, TOOL, AbSettings
 from abrunner.lab import payload_sizing, runner
 from abrunner.plan import Plan, Profile, schema_limits
 from abrunner.report import compare, decisions, decode_share, notes, rejections
+from abrunner.report.logic_verdicts import judge as judge_logic
 from abrunner.report.tables import markdown_table, tables, write
 from abrunner.results import CaseResult, Report
 from loadgen import replay
@@ -205,6 +206,7 @@ def plan_from_settings(s: AbSettings) -> Plan:
         # --worker-arg=--batch-size=1000 is two worker arguments.
         worker_args=(*(("--logic", s.logic) if s.logic else ()), *worker_args),
         logic=s.logic,
+        logic_verdicts=judge_logic(s.logic, s.schema_, codecs),
         loadgen_args=tuple(w for a in s.loadgen_args for w in a.split("=", 1)),
         replay=None if s.replay is None else str(s.replay),
     )

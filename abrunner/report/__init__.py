@@ -6,6 +6,7 @@
 | `decisions`, `stats` | cores at a target rate; ratios with 95 % intervals |
 | `decode_share` | the decode's share of each codec's CPU per message |
 | `rejections` | what each codec refused of the traffic |
+| `logic_verdicts` | a team's handler per codec: works, differs, fails, beside its cost |
 | `notes` | the prose around the tables: warnings, the legend |
 | `charts` | the PNG charts (matplotlib, the `report` extra) |
 | `compare` | one report against an older one, as a CI gate |

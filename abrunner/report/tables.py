@@ -6,9 +6,8 @@ Output in `--out`: `report.md`, `report.json` (the whole `Report`) and PNG chart
 figure is the median, and the Markdown shows the spread (min-max) so a reader sees
 the noise. A column no row has a figure for is left out (the in-process ones
 without `--bench`, the GC ones in reports older than those counters).
-`python -m abrunner.report.tables DIR` redraws report.md and the charts from
-DIR/report.json. The decision figures (cores at the target rate, ratios to the
-baseline with intervals) come from `abrunner.report.decisions`.
+`python -m abrunner.report.tables DIR` redraws report.md and the charts from its
+report.json; decision figures (cores, ratios) come from `abrunner.report.decisions`.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from typing import Final, NamedTuple
 
 import msgspec
 
-from abrunner.report import decisions, decode_share, notes, rejections
+from abrunner.report import decisions, decode_share, logic_verdicts, notes, rejections
 from abrunner.report.charts import SWEEP_CHART, charts, drawable
 from abrunner.results import (
     FIGURES,
@@ -303,6 +302,7 @@ def markdown(report: Report) -> str:
         lines += [f"## {plan.heading(profile)}", "", *markdown_table(headers, body), ""]
     if ratios := decisions.section(report):
         lines += [ratios, ""]
+    lines += [logic, ""] if (logic := logic_verdicts.section(report)) else []
     if small := decode_share.note(report):
         lines += [small, ""]
     if refused := rejections.sections(report.results, list(report.summary)):
