@@ -57,8 +57,10 @@ def section(report: Report) -> str | None:
         f"`{plan.logic}` ran in every worker. Verdict: its result on each codec's "
         f"objects against its result on your pydantic model, {MESSAGES} synthetic "
         "messages, no Kafka (the same as `codec-schema check SCHEMA --logic ...`). "
-        "CPU split: per message, the decode and your handler as the worker timed "
-        "them, the rest is librdkafka, the loop and metrics.",
+        "CPU split per message: the decode (median of the worker's timed decodes) "
+        "and your handler (mean of its timed calls that returned), both wall time, "
+        "so preemption on a busy machine inflates them; the rest (CPU us/msg less "
+        "both: librdkafka, the loop, metrics) is left blank when they pass it.",
         "",
         "| codec | CPU us/msg | decode us | your logic us | rest us | your logic |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -66,11 +68,11 @@ def section(report: Report) -> str | None:
     for codec, verdict in plan.logic_verdicts:
         row = rows.get(codec)
         cpu = row.median("cpu_us_per_msg") if row else None
-        decode = row.median("decode_us") if row else None
+        decode = row.median("decode_p50_us") if row else None
         handle = row.median("handle_us") if row else None
         rest = None
         if cpu is not None and decode is not None and handle is not None:
-            rest = cpu - decode - handle
+            rest = cpu - decode - handle if cpu >= decode + handle else None
         cells = [_us(cpu), _us(decode), _us(handle), _us(rest)]
         lines.append(f"| {codec} | {' | '.join(cells)} | {_cell(verdict)} |")
     return "\n".join(lines)

@@ -125,7 +125,7 @@ class TestAbReport:
                 profile=PAYMENTS,
                 repeat=0,
                 cpu_us_per_msg=cpu,
-                decode_us=cpu / 4,
+                decode_p50_us=cpu / 4,
                 handle_us=cpu / 2,
             )
             for c, cpu in (("json-stdlib+pydantic", 40.0), ("msgspec-json", 12.0))
