@@ -130,6 +130,9 @@ class AbSettings(BaseModel):
     partitions: Annotated[int, Field(ge=1, le=1000)] = 4
     baseline: str | None = None
     out: Path = Path("ab-results")
+    processing_guarantee: Literal["at-least-once", "exactly-once"] = "at-least-once"
+    """The workers' `--processing-guarantee`: exactly-once commits each batch's
+    dead letters and offsets in one transaction (`service.delivery.transactions`)."""
     logic: str | None = None
     """The workers' `--logic`: a team's `MODULE:CALLABLE` (loaded and checked here,
     `service.logic.user_handler`) or a built-in one; None: the worker's default."""
@@ -170,6 +173,17 @@ class AbSettings(BaseModel):
         if self.replay is not None and not self.replay.is_file():
             raise ValueError(f"replay: no such file: '{self.replay}'")
         return self
+
+    def worker_argv(self) -> tuple[str, ...]:
+        """Every worker's extra arguments: `--logic`, `--processing-guarantee` (when
+        not the default) and `worker_args` (`--worker-arg=--batch-size=1000` is
+        two arguments)."""
+        out: list[str] = []
+        if self.logic is not None:
+            out += ["--logic", self.logic]
+        if self.processing_guarantee != "at-least-once":
+            out += ["--processing-guarantee", self.processing_guarantee]
+        return (*out, *(w for a in self.worker_args for w in a.split("=", 1)))
 
     @property
     def bootstrap_given(self) -> bool:

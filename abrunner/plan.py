@@ -115,6 +115,7 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
             one "codecs: path: check" line each (`schemas.user.skipped_checks`).
         logic: the workers' `--logic` (a team's `MODULE:CALLABLE`, or a built-in
             one), None for the worker's default; it is also in `worker_args`.
+        processing_guarantee: the workers' `--processing-guarantee`.
         logic_verdicts: (codec, verdict line) of a team's handler on a user's
             schema, judged before the run (`abrunner.report.logic_verdicts`).
 
@@ -141,6 +142,7 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     left_out: tuple[tuple[str, str], ...] = ()
     skipped: tuple[str, ...] = ()
     logic: str | None = None
+    processing_guarantee: str = "at-least-once"
     logic_verdicts: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:

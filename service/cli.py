@@ -142,6 +142,18 @@ _FLAGS: Final = (
     ),
     Flag("--on-decode-error", ("processing", "on_decode_error"), "dead_letter|fail"),
     Flag(
+        "--processing-guarantee",
+        ("processing", "processing_guarantee"),
+        "at-least-once|exactly-once (each batch's results, dead letters and offsets "
+        "in one transaction; read outputs with isolation.level=read_committed)",
+    ),
+    Flag(
+        "--transactional-id",
+        ("processing", "transactional_id"),
+        "exactly-once: the producer's transactional.id, stable across restarts",
+        default="<group>-<host>-<worker index>",
+    ),
+    Flag(
         "--processes", ("processing", "processes"), "worker processes on this host", int
     ),
     Flag(

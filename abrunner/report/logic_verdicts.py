@@ -46,12 +46,19 @@ def judge(
 
 
 def section(report: Report) -> str | None:
-    """The `## Your logic` section: verdict and CPU split per codec; None without."""
+    """The processing guarantee when it is exactly-once, and the `## Your logic`
+    section (verdict and CPU split per codec); None without either."""
     plan = report.plan
+    guarantee = (
+        "Processing guarantee: **exactly-once**: every worker committed each batch's "
+        "dead letters, results and consumed offsets in one Kafka transaction; its "
+        "CPU per message and p99 above include that cost."
+    )
     if not plan.logic_verdicts:
-        return None
+        return guarantee if plan.processing_guarantee == "exactly-once" else None
     rows = next(iter(report.summary.values()), {})
     lines = [
+        *((guarantee, "") if plan.processing_guarantee == "exactly-once" else ()),
         "## Your logic on each codec",
         "",
         f"`{plan.logic}` ran in every worker. Verdict: its result on each codec's "

@@ -32,6 +32,7 @@ from service.delivery.dead_letters import PoisonHandler
 from service.delivery.gated_writes import ConfirmedProducer
 from service.delivery.held_partitions import Hold
 from service.delivery.outputs import emitter
+from service.delivery.transactions import NoTransactions, Transactions
 from service.kafka.headers import sent_ages
 from service.kafka.protocols import KafkaConsumer, KafkaMessage
 from service.loop import heap_trim
@@ -70,6 +71,8 @@ class BatchLoop:
         batch_timeout_s: the longest wait for a batch.
         latency_sample_every: time the end-to-end latency of every k-th message.
         decode_sample_every: time the decode and logic of every k-th message.
+        transactions: the delivery strategy per batch: `Transactions` for
+            exactly-once (`service.delivery.transactions`), None for at-least-once.
         results: True if `step` returns the result to write (a team's handler),
             False if the decoded message is written (`service.delivery.outputs`).
         shadow: called with each batch once its offsets are stored and its metrics
@@ -97,6 +100,7 @@ class BatchLoop:
         latency_sample_every: int = 1,
         decode_sample_every: int = DECODE_SAMPLE_EVERY,
         shadow: BatchHook | None = None,
+        transactions: Transactions | None = None,
         results: bool = False,
         max_attempts: int = 1,
         retry_backoff_ms: float = 0.0,
@@ -135,6 +139,7 @@ class BatchLoop:
         self._assignment: dict[int, TopicPartition] = {}
         self._positions: list[TopicPartition] = []
         self._shadow = shadow
+        self._txn = transactions or NoTransactions()
         self._tally = Tally()
         """The batch's tally, used again while it stays empty (the common case)."""
         self.hold = Hold(consumer, metrics)
@@ -229,6 +234,7 @@ class BatchLoop:
             tally = self._tally = Tally()
         decode_ns: list[int] = []
         handle_ns: list[int] = []
+        self._txn.begin()
         try:
             nbytes = self._handle_each(msgs, tally, decode_ns, handle_ns)
             # Bytes per message, per batch: 1 MB messages must not come 500 at once.
@@ -247,7 +253,9 @@ class BatchLoop:
                 self._poison.confirm()
             if self._output is not None and self._output[0].pending:
                 self._output[0].confirm()
+            self._txn.commit(self._positions, hold.held)
         except DeliveryError as exc:
+            self._txn.abort()
             self._poison.abandon()
             if self._output is not None:
                 self._output[0].abandon()

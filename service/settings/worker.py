@@ -157,6 +157,13 @@ class ProcessingSettings(_Section):
     work_us: Annotated[float, Field(ge=0, le=1_000_000)] = 0.0
     output_topic: str | None = None
     dlq_topic: str | None = None
+    processing_guarantee: Literal["at-least-once", "exactly-once"] = "at-least-once"
+    """`exactly-once`: each batch's results, dead letters and consumed offsets in
+    one Kafka transaction (`service.delivery.transactions`); auto-commit off, input
+    read with `read_committed`. Readers of the outputs must use `read_committed`."""
+    transactional_id: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    """Exactly-once: the producer's `transactional.id` (default
+    `<group>-<host>-<worker index>`); stable across restarts, unique per worker."""
     on_decode_error: Literal["dead_letter", "fail"] = "dead_letter"
     delivery_timeout_s: Annotated[float, Field(ge=0.001, le=2_147_483)] = 30.0
     """How long a dead letter or output write may take to be acknowledged; past it
@@ -264,13 +271,20 @@ class Settings(BaseModel):
             "client.id": c.client_id,
             "group.id": c.group_id,
             "auto.offset.reset": c.auto_offset_reset,
-            "enable.auto.commit": True,
+            # Exactly-once commits offsets in each batch's transaction instead.
+            "enable.auto.commit": not self.exactly_once,
+            **({"isolation.level": "read_committed"} if self.exactly_once else {}),
             "enable.auto.offset.store": False,
             "session.timeout.ms": c.session_timeout_ms,
             "max.poll.interval.ms": c.max_poll_interval_ms,
             "fetch.max.bytes": c.fetch_max_bytes,
             "queued.max.messages.kbytes": c.queued_max_messages_kbytes,
         }
+
+    @property
+    def exactly_once(self) -> bool:
+        """Whether `processing.processing_guarantee` is `exactly-once`."""
+        return self.processing.processing_guarantee == "exactly-once"
 
     def check_clients(self) -> None:
         """Let librdkafka validate the consumer's and the producer's settings.

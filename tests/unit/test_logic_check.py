@@ -133,8 +133,14 @@ class TestAbReport:
         plan = Plan(
             codecs=("json-stdlib+pydantic", "msgspec-json"),
             profiles=(Profile(PAYMENTS),),
-            **dict(rate=1000, duration=5, warmup=1, repeat=1, max_mode=False),
-            **dict(max_messages=10, partitions=1, out="x"),
+            rate=1000,
+            duration=5,
+            warmup=1,
+            repeat=1,
+            max_mode=False,
+            max_messages=10,
+            partitions=1,
+            out="x",
             baseline="json-stdlib+pydantic",
             logic=SETTLE,
             logic_verdicts=(
