@@ -44,7 +44,8 @@ def test_results_and_dead_letters_exactly_once(
     results = consume_all(kafka_bootstrap, out, COUNT - len(gifts), committed=True)
     letters = consume_all(kafka_bootstrap, dlq, len(gifts), committed=True)
     seen = Counter(m.key() for m in results)
+    assert set(seen) == {r["key"] for r in records} - gifts, "results missing"
     assert max(seen.values()) == 1, "a duplicate result"
-    assert set(seen) == {r["key"] for r in records} - gifts
     dead = Counter(m.key() for m in letters)
-    assert set(dead) == gifts and max(dead.values()) == 1
+    assert set(dead) == gifts, "dead letters missing"
+    assert max(dead.values()) == 1, "a duplicate dead letter"
