@@ -78,10 +78,13 @@ class Poison:
         A foreign exception (a team's handler, `--logic MODULE:CALLABLE`) keeps its
         type and its message with every quoted span masked (`'...'`): handlers
         quote the values they refuse, and dead-letter headers never carry payload
-        values."""
+        values. An `AttributeError` keeps the type and attribute it names."""
         if isinstance(exc, LogicError):
             return cls(m, exc, "process", attempts)
         text = _QUOTED.sub(lambda q: f"{q[0][0]}...{q[0][0]}", str(exc))
+        if isinstance(exc, AttributeError) and exc.name is not None:
+            # Names from the code, not values: what a switch of codec breaks.
+            text = f"{type(exc.obj).__name__!r} object has no attribute {exc.name!r}"
         error = LogicError(
             f"{type(exc).__name__}: {text}" if text else type(exc).__name__
         )

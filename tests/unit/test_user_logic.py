@@ -160,6 +160,22 @@ class TestResults:
         assert headers["x-dlq-attempts"] == b"2"
         assert len(rig.written("out")) == len(PAYLOADS) - len(GIFTS)
 
+    def test_an_attribute_error_names_what_was_missing(
+        self, codec_name: CodecName, every: int
+    ) -> None:
+        rig = Rig(codec_name, f"{BASICS}:dumped", every)
+        rig.run(2)
+        if codec_name == "json+pydantic":
+            assert rig.written("dlq") == []
+            return
+        headers = dict(rig.written("dlq")[0]["headers"])
+        kind = type(
+            rig.codec.decode(rig.codec.encode(rig.codec.from_builtins(PAYLOADS[0])))
+        ).__name__
+        assert headers["x-dlq-exception-message"] == (
+            f"AttributeError: '{kind}' object has no attribute 'model_dump'".encode()
+        )
+
     def test_a_result_outside_the_schema_is_unencodable(
         self, codec_name: CodecName, every: int
     ) -> None:
