@@ -196,3 +196,17 @@ class TestAb:
         assert "**exactly-once**" in (section(report) or "")
         default = ab_cli.plan_from_settings(AbSettings(codecs=["protobuf"]))
         assert default.worker_args == ()
+
+
+class TestLostWhileHeld:
+    """A partition held after an aborted transaction and then lost comes back
+    unpaused when the group gives it back (librdkafka keeps pauses)."""
+
+    def test_forgotten_partitions_are_resumed(self) -> None:
+        rig = Rig(settings())
+        rig.producer.fail_on["offsets"] = KafkaError(KafkaError._STATE, "no")
+        rig.run(0, 10)
+        assert rig.consumer.paused == {0}
+        rig.loop.revoke([0])
+        assert rig.consumer.paused == set()
+        assert not rig.loop.hold.active
