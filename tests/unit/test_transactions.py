@@ -210,3 +210,17 @@ class TestLostWhileHeld:
         rig.loop.revoke([0])
         assert rig.consumer.paused == set()
         assert not rig.loop.hold.active
+
+
+class TestShutdownFlush:
+    """A transactional producer in a fatal state cannot flush: the shutdown says so
+    and goes on (the worker exits 1 already), with no traceback."""
+
+    def test_a_fatal_producer(self) -> None:
+        from service.loop.shutdown_budget import Shutdown
+
+        class Fatal(TxnProducer):
+            def flush(self, timeout: float = -1) -> int:
+                raise KafkaException(KafkaError(KafkaError.INVALID_TXN_STATE, "x"))
+
+        Shutdown(1.0).flush(Fatal())
