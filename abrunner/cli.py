@@ -26,7 +26,6 @@ import argparse
 import os
 import signal
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -42,13 +41,13 @@ from abrunner.framing import framed_plan
 from abrunner.lab import payload_sizing, runner
 from abrunner.plan import Plan, Profile, schema_limits
 from abrunner.report import compare, decisions, rejections
+from abrunner.report.logic_verdicts import judge as judge_logic
 from abrunner.report.tables import write
 from abrunner.report.terminal import print_tables
 from abrunner.results import CaseResult, Report
 from loadgen import replay
 from localkafka.topics import CONNECT_TIMEOUT_S, TopicAdmin
 from schemas.errors import ConfigError, LocalKafkaError
-from service.kafka.broker_record import DEFAULT_DATA_DIR
 from service.kafka.security_check import AccessRefused, check_access
 from service.settings.cli_flags import KAFKA_FLAGS, REGISTRY_FLAGS, Flag, add_flags
 
@@ -118,6 +117,12 @@ _FLAGS: Final = (
         default="json-stdlib+pydantic if listed, else the first codec",
     ),
     Flag("--out", ("out",), "report directory", Path),
+    Flag("--logic", ("logic",), "workers' logic: a team's MODULE:CALLABLE or a stub"),
+    Flag(
+        "--processing-guarantee",
+        ("processing_guarantee",),
+        "at-least-once|exactly-once",
+    ),
     Flag(
         "--worker-arg",
         ("worker_args",),
@@ -198,6 +203,7 @@ def plan_from_settings(s: AbSettings) -> Plan:
         profiles += [Profile("large", size) for size in s.large_bytes]
     same = {"rate", "duration", "warmup", "repeat", "max_mode", "max_messages"}
     same |= {"mode", "window_s"}
+    same |= {"processing_guarantee"}
     codecs, left_out, skipped = schema_limits(
         s.schema_,
         tuple(s.codecs),
@@ -215,8 +221,9 @@ def plan_from_settings(s: AbSettings) -> Plan:
         profiles=tuple(profiles),
         baseline=baseline,
         out=str(s.out),
-        # --worker-arg=--batch-size=1000 is two worker arguments.
-        worker_args=tuple(w for a in s.worker_args for w in a.split("=", 1)),
+        worker_args=s.worker_argv(),
+        logic=s.logic,
+        logic_verdicts=judge_logic(s.logic, s.schema_, codecs),
         loadgen_args=tuple(w for a in s.loadgen_args for w in a.split("=", 1)),
         replay=None if s.replay is None else str(s.replay),
         rotated=True,
@@ -254,7 +261,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     bootstrap = settings.bootstrap
     if bootstrap is not None and not settings.bootstrap_given:
         console.print(f"using the broker `codec-kafka start` recorded: {bootstrap}")
-    if (problem := _disk(plan, bootstrap, settings.bootstrap_given)) is not None:
+    if (
+        problem := payload_sizing.broker_disk_problem(
+            plan, bootstrap, settings.bootstrap_given
+        )
+    ) is not None:
         print(f"codec-ab: {problem}", file=sys.stderr)
         return 2
     if bootstrap is not None:  # refused, mismatched or nobody there: one line, now
@@ -286,16 +297,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         names = (args.compare[0], str(paths[1]))
         status = max(status, _gate(settings, before[0], report, names))
     return status
-
-
-def _disk(plan: Plan, bootstrap: str | None, given: bool) -> str | None:
-    """Why the broker's disk cannot hold a `--max` backlog (None: it can, or it is
-    another machine's, which cannot be checked from here)."""
-    if bootstrap is None:  # the local Kafka started for the run: a temporary dir
-        return payload_sizing.disk_problem(plan, Path(tempfile.gettempdir()))
-    if not given:  # the one `codec-kafka start` left running
-        return payload_sizing.disk_problem(plan, Path(DEFAULT_DATA_DIR))
-    return None
 
 
 def _gate(

@@ -13,10 +13,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
+from schemas.errors import ConfigError
 from schemas.registry import SchemaSpec
 from service.kafka.connection import KafkaConnection, recorded_local_broker
+from service.logic.user_handler import is_user_logic, load_handler
 from service.settings.registry import Framing, RegistryConnection
 
 DEFAULT_CODECS: Final[tuple[str, ...]] = (
@@ -128,6 +137,12 @@ class AbSettings(BaseModel):
     partitions: Annotated[int, Field(ge=1, le=1000)] = 4
     baseline: str | None = None
     out: Path = Path("ab-results")
+    processing_guarantee: Literal["at-least-once", "exactly-once"] = "at-least-once"
+    """The workers' `--processing-guarantee`: exactly-once commits each batch's
+    dead letters and offsets in one transaction (`service.delivery.transactions`)."""
+    logic: str | None = None
+    """The workers' `--logic`: a team's `MODULE:CALLABLE` (loaded and checked here,
+    `service.logic.user_handler`) or a built-in one; None: the worker's default."""
     worker_args: list[str] = Field(default_factory=list)
     loadgen_args: list[str] = Field(default_factory=list)
     verify: bool = True
@@ -145,6 +160,16 @@ class AbSettings(BaseModel):
     end: Moment | None = None
     slice: Seconds = 300.0
     max_difference: Annotated[float, Field(gt=0)] = 0.10
+
+    @field_validator("logic")
+    @classmethod
+    def _logic_loads(cls, logic: str | None) -> str | None:
+        if logic is not None and is_user_logic(logic):
+            try:
+                load_handler(logic)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return logic
 
     @model_validator(mode="after")
     def _one_payload_source(self) -> AbSettings:
@@ -165,6 +190,17 @@ class AbSettings(BaseModel):
                     "framed values as recorded: codec-loadgen --replay)"
                 )
         return self
+
+    def worker_argv(self) -> tuple[str, ...]:
+        """Every worker's extra arguments: `--logic`, `--processing-guarantee` (when
+        not the default) and `worker_args` (`--worker-arg=--batch-size=1000` is
+        two arguments)."""
+        out: list[str] = []
+        if self.logic is not None:
+            out += ["--logic", self.logic]
+        if self.processing_guarantee != "at-least-once":
+            out += ["--processing-guarantee", self.processing_guarantee]
+        return (*out, *(w for a in self.worker_args for w in a.split("=", 1)))
 
     @property
     def bootstrap_given(self) -> bool:

@@ -123,6 +123,11 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
         rotated: sequential repeats run the codecs in `rotations` order (every
             plan `codec-ab` builds); False in reports written before, whose
             repeats all ran in the listed order.
+        logic: the workers' `--logic` (a team's `MODULE:CALLABLE`, or a built-in
+            one), None for the worker's default; it is also in `worker_args`.
+        processing_guarantee: the workers' `--processing-guarantee`.
+        logic_verdicts: (codec, verdict line) of a team's handler on a user's
+            schema, judged before the run (`abrunner.report.logic_verdicts`).
 
     Raises:
         ConfigError: a value is out of range; the message names the flag.
@@ -149,6 +154,9 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     mode: Literal["paired", "sequential"] = "sequential"
     window_s: float = 1.0
     rotated: bool = False
+    logic: str | None = None
+    processing_guarantee: str = "at-least-once"
+    logic_verdicts: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         for codec in self.codecs:

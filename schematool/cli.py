@@ -3,12 +3,13 @@
     codec-schema show   SCHEMA                 each field and how every form holds it
     codec-schema derive SCHEMA [--form F]      the derived forms as source text
     codec-schema check  SCHEMA [--count N]     every wire codec decodes the same values
+    codec-schema check  SCHEMA --logic M:F     what a codec switch breaks in your handler
 
 SCHEMA is `MODULE:NAME` (a pydantic v2 model or a msgspec Struct, importable from
 PYTHONPATH or the current directory) or `FILE.proto:MESSAGE`.
 Exit status: 0 on success (check: every codec that ran agreed; those that cannot
 carry the schema are left out with a line per field), 1 when check found a
-disagreement, 2 for a bad flag, a schema that cannot be loaded, or a codec named
+disagreement (with --logic: the handler differs or fails on a codec), 2 for a bad flag, a schema that cannot be loaded, or a codec named
 with `--codecs` that cannot carry the schema (a line per codec and field on stderr).
 """
 
@@ -21,14 +22,16 @@ from typing import Final
 
 from schemas.errors import ConfigError
 from schemas.user.loader import UserSchema, load_schema
-from schemas.user.synthetic import SynthOptions
+from schemas.user.synthetic import SynthOptions, make_payloads
 from schematool.check import render, run_check
 from schematool.codecs import WIRE_CODECS
+from schematool.logic_check import check_logic, render_logic
 from schematool.protosource import proto_source
 from schematool.pysource import msgspec_source, pydantic_source
 from schematool.show import render_show
 from schematool.wireforms import COMMENT, WIRE_FORMS, wire_form
 from service import __version__
+from service.logic.user_handler import load_handler
 
 FORMS: Final = ("msgspec", "pydantic", "proto", *WIRE_FORMS, "all")
 _DEFAULTS: Final = SynthOptions()
@@ -96,6 +99,14 @@ def _check_flags(check: argparse.ArgumentParser) -> None:
         "--count", type=int, default=50, metavar="N", help="payloads (default: 50)"
     )
     check.add_argument(
+        "--logic",
+        metavar="MODULE:CALLABLE",
+        default=None,
+        help="run this handler on each codec's decoded messages and say, per codec, "
+        "whether it works, differs (which field) or fails (why), against its result "
+        "on the pydantic model",
+    )
+    check.add_argument(
         "--seed", type=int, default=0, metavar="N", help="payload seed (default: 0)"
     )
     check.add_argument(
@@ -149,6 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             bytes_len=args.bytes_len,
             none_ratio=args.none_ratio,
         )
+        if args.logic is not None:
+            return _check_logic(schema, args.logic, args, options)
         report = run_check(
             schema,
             count=args.count,
@@ -188,3 +201,14 @@ def derive_text(schema: UserSchema, form: str) -> str:
             text = f"{rule} ===== {one} =====\n{text}"
         chunks.append(text)
     return "\n".join(chunks)
+
+
+def _check_logic(
+    schema: UserSchema, logic: str, args: argparse.Namespace, options: SynthOptions
+) -> int:
+    """`check --logic`: the handler's verdict per codec (raises `ConfigError`)."""
+    handler = load_handler(logic)
+    payloads = make_payloads(schema.shape, args.count, seed=args.seed, options=options)
+    report = check_logic(schema, logic, handler, payloads, codecs=args.codecs)
+    print(render_logic(report))
+    return 0 if report.ok else 1

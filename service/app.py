@@ -35,8 +35,8 @@ from prometheus_client import CollectorRegistry
 from codec.protobuf_codec import protobuf_backend
 from schemas.errors import ConfigError, DeliveryError, FatalError
 from service import __version__
-from service.delivery.dead_letters import PoisonHandler
-from service.delivery.gated_writes import ConfirmedProducer, writer_config
+from service.delivery.batch_writes import batch_writes
+from service.delivery.gated_writes import writer_config
 from service.kafka.admin_topics import TopicAdmin, Topics, await_topics
 from service.kafka.group_lag import watch_group
 from service.kafka.protocols import KafkaProducer, WorkerConsumer
@@ -248,6 +248,7 @@ class Worker:
         if (
             s.processing.on_decode_error != "dead_letter"
             and not s.processing.output_topic
+            and not s.exactly_once  # its offsets go through the producer
         ):
             return None
         conf = writer_config(s, self._admin)
@@ -263,30 +264,17 @@ class Worker:
     ) -> BatchLoop:
         s = self.settings
         p = s.processing
-        confirmed = (
-            None
-            if producer is None
-            else ConfirmedProducer(producer, p.delivery_timeout_s, self._stop.is_set)
-        )
-        dead_letters = None
-        if p.on_decode_error == "dead_letter" and confirmed is not None:
-            dead_letters = (confirmed, p.dlq_topic_for(s.consumer.topic))
-        output = None
-        if p.output_topic is not None and confirmed is not None:
-            output = (confirmed, p.output_topic)
-        poison = PoisonHandler(
-            self.metrics,
-            codec=s.codec.name,
-            group=s.consumer.group_id,
-            dead_letters=dead_letters,
-        )
+        writes = batch_writes(s, self.metrics, consumer, producer, self._stop.is_set)
+        handler = Handler(s.codec.forms, p.logic, p.work_us, p.read_fields)
         return BatchLoop(
             consumer,
             codec=self.codec,
-            step=Handler(s.codec.forms, p.logic, p.work_us, p.read_fields).step,
+            step=handler.step,
+            results=handler.results,
+            transactions=writes.transactions,
             metrics=self.metrics,
-            poison=poison,
-            output=output,
+            poison=writes.poison,
+            output=writes.output,
             max_payload_bytes=s.codec.max_payload_bytes,
             batch_size=p.batch_size,
             batch_max_bytes=p.batch_max_bytes,

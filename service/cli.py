@@ -106,7 +106,9 @@ _FLAGS: Final = (
     Flag(
         "--logic",
         ("processing", "logic"),
-        "business logic: aggregate|noop|flaky|fields",
+        "business logic: aggregate|noop|flaky|fields, or a team's MODULE:CALLABLE "
+        "called with each decoded message (its return value, if not None, is the "
+        "result written to --output-topic)",
     ),
     Flag(
         "--read-fields",
@@ -146,6 +148,18 @@ _FLAGS: Final = (
         default="<topic>.dlq",
     ),
     Flag("--on-decode-error", ("processing", "on_decode_error"), "dead_letter|fail"),
+    Flag(
+        "--processing-guarantee",
+        ("processing", "processing_guarantee"),
+        "at-least-once|exactly-once (each batch's results, dead letters and offsets "
+        "in one transaction; read outputs with isolation.level=read_committed)",
+    ),
+    Flag(
+        "--transactional-id",
+        ("processing", "transactional_id"),
+        "exactly-once: the producer's transactional.id, stable across restarts",
+        default="<group>-<host>-<worker index>",
+    ),
     Flag(
         "--processes", ("processing", "processes"), "worker processes on this host", int
     ),

@@ -55,15 +55,22 @@ def produce(
 
 
 def consume_all(
-    bootstrap: str | Mapping[str, Any], topic: str, count: int, timeout: float = 60
+    bootstrap: str | Mapping[str, Any],
+    topic: str,
+    count: int,
+    timeout: float = 60,
+    *,
+    committed: bool = False,
 ) -> list[Any]:
-    """Read `count` messages of `topic` from the beginning (fresh group)."""
+    """Read `count` messages of `topic` from the beginning (fresh group); with
+    `committed`, as an exactly-once reader does (`isolation.level=read_committed`)."""
     consumer = Consumer(
         {
             **_cluster(bootstrap),
             "group.id": f"reader-{uuid.uuid4().hex}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
+            "isolation.level": "read_committed" if committed else "read_uncommitted",
         }
     )
     consumer.subscribe([topic])

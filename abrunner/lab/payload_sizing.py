@@ -12,11 +12,13 @@ and the broker's disk is checked before a `--max` run starts.
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Final
 
 from abrunner.plan import POOL_SIZE, Plan, Profile
 from loadgen.payloads import DEFAULT_LARGE_BYTES
+from service.kafka.broker_record import DEFAULT_DATA_DIR
 
 POOL_BYTES: Final = 64 << 20
 """JSON bytes of one pool at most: 1000 payloads of the default 64 KB `large`."""
@@ -75,3 +77,13 @@ def disk_problem(plan: Plan, directory: Path) -> str | None:
         f"broker's disk ({directory}), {free / 1e9:,.1f} GB are: lower "
         "--max-messages or --large-bytes, or free some space"
     )
+
+
+def broker_disk_problem(plan: Plan, bootstrap: str | None, given: bool) -> str | None:
+    """Why the broker's disk cannot hold a `--max` backlog (None: it can, or it is
+    another machine's, which cannot be checked from here)."""
+    if bootstrap is None:  # the local Kafka started for the run: a temporary dir
+        return disk_problem(plan, Path(tempfile.gettempdir()))
+    if not given:  # the one `codec-kafka start` left running
+        return disk_problem(plan, Path(DEFAULT_DATA_DIR))
+    return None

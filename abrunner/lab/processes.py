@@ -35,12 +35,14 @@ _POLL_S: Final = 0.2
 """How often a waiting caller asks the worker again: 5 cheap HTTP GETs a second."""
 
 
-def child_env(schema: str) -> dict[str, str]:
-    """The environment of a case's processes, for `schema` (a key or a user's spec).
+def child_env(schema: str, logic: str | None = None) -> dict[str, str]:
+    """The environment of a case's processes, for `schema` (a key or a user's spec)
+    and a team's handler (`--logic MODULE:CALLABLE`, None for a built-in logic).
 
     A user's module was found by this process, on its `sys.path` or in the current
     directory; the children get the directory it was found in at the front of
-    `PYTHONPATH` (they share the current directory, so a `.proto` path holds).
+    `PYTHONPATH` (they share the current directory, so a `.proto` path holds), and
+    so the handler's module's.
     `LOADGEN_PROFILE` is left out: the load generator gets `--schema`, which the
     older name must not contradict.
 
@@ -48,22 +50,30 @@ def child_env(schema: str) -> dict[str, str]:
         ConfigError: `schema` cannot be loaded (the settings loaded it already).
     """
     env = dict(os.environ)
+    if logic is not None and ":" in logic:
+        _put_on_path(env, logic.rpartition(":")[0])
     user = user_schema(schema)
     if user is None:
         return env
     env.pop("LOADGEN_PROFILE", None)
     own = user.model if user.source == "pydantic" else user.struct
-    module = sys.modules.get(own.__module__)
-    file = getattr(module, "__file__", None)
-    if user.source == "proto" or file is None:
-        return env
+    if user.source != "proto":
+        _put_on_path(env, own.__module__)
+    return env
+
+
+def _put_on_path(env: dict[str, str], module_name: str) -> None:
+    """Put the directory `module_name` was imported from at the front of
+    `env`'s `PYTHONPATH` (nothing for a module not imported from a file)."""
+    file = getattr(sys.modules.get(module_name), "__file__", None)
+    if file is None:
+        return
     root = Path(file).resolve().parent
-    depth = own.__module__.count(".") + (Path(file).name == "__init__.py")
+    depth = module_name.count(".") + (Path(file).name == "__init__.py")
     for _ in range(depth):
         root = root.parent
     paths = [str(root), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    return env
 
 
 class WorkerProcess:

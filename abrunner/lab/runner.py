@@ -188,7 +188,7 @@ def run_case(cluster: str | Broker, case: Case, plan: Plan, note: Note) -> CaseR
     topic = f"ab-{uuid.uuid4().hex[:8]}-{case.tag}"
     create_topic(bootstrap.conf, topic, plan.partitions)
     create_topic(bootstrap.conf, f"{topic}.dlq", plan.partitions)
-    env = child_env(case.profile.schema) | bootstrap.env
+    env = child_env(case.profile.schema, plan.logic) | bootstrap.env
     worker = WorkerProcess(
         bootstrap.address,
         topic,

@@ -7,6 +7,7 @@
 | `windows` | ratios window by window, in blocks (staging's slices, the lab's paired windows) |
 | `decode_share` | the decode's share of each codec's CPU per message |
 | `rejections` | what each codec refused of the traffic |
+| `logic_verdicts` | a team's handler per codec: works, differs, fails, beside its cost |
 | `notes` | the prose around the tables: warnings, the legend |
 | `charts` | the PNG charts (matplotlib, the `report` extra) |
 | `terminal` | the tables and notes printed at the end of a run |

@@ -110,6 +110,9 @@ def sentence(report: Report, profile: str, codec: str) -> str:
             f"{_versus(report, profile, codec, 'wire_bytes', new, old)}"
         )
     parts.append(_rejected(row))
+    handler = dict(report.plan.logic_verdicts).get(codec)
+    if handler is not None:
+        parts.append(f"your handler on its objects: {handler}")
     skipped = skipped_by(report, codec)
     if skipped:
         parts.append(

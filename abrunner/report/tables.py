@@ -6,18 +6,14 @@ Output in `--out`: `report.md`, `report.json` (the whole `Report`) and PNG chart
 figure is the median, and the Markdown shows the spread (min-max) so a reader sees
 the noise. A column no row has a figure for is left out (the in-process ones
 without `--bench`, the GC ones in reports older than those counters).
-`python -m abrunner.report.tables DIR` redraws report.md and the charts from
-DIR/report.json. The decision figures (cores at the target rate, ratios to the
-baseline with intervals) come from `abrunner.report.decisions`.
+`python -m abrunner.report.tables DIR` redraws report.md and the charts from its
+report.json; decision figures (cores, ratios) come from `abrunner.report.decisions`.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import math
-import os
-import platform
 import statistics
 import sys
 from collections import defaultdict
@@ -27,13 +23,20 @@ from typing import Final, NamedTuple
 
 import msgspec
 
-from abrunner.report import answer, decisions, decode_share, notes, rejections
+from abrunner.report import (
+    answer,
+    decisions,
+    decode_share,
+    logic_verdicts,
+    notes,
+    rejections,
+)
 from abrunner.report.answer import status
 from abrunner.report.charts import SWEEP_CHART, charts, drawable
+from abrunner.report.environment import environment as environment
 from abrunner.results import (
     FIGURES,
     CaseResult,
-    Environment,
     InProcess,
     Report,
     Row,
@@ -81,40 +84,6 @@ COLUMNS: Final = {
     "lag_end": Column("lag end", "{:,.0f}", modes=_RATE),
 }
 """The table's figure columns, in order; a mode shows those that name it."""
-_LIBRARIES: Final = (
-    "msgspec",
-    "pydantic",
-    "pydantic-core",
-    "orjson",
-    "protobuf",
-    "prometheus-client",
-    "confluent-kafka",
-)
-
-
-def environment(kafka_version: str) -> Environment:
-    """Versions and machine facts that make the figures reproducible."""
-    import confluent_kafka
-
-    from codec.protobuf_codec import protobuf_backend
-
-    cpu = "unknown"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return Environment(
-        python=platform.python_version(),
-        platform=platform.platform(),
-        cpu_count=os.cpu_count(),
-        cpu_model=cpu,
-        kafka=kafka_version,
-        librdkafka=confluent_kafka.libversion()[0],
-        protobuf_backend=protobuf_backend(),
-        libraries={name: importlib.metadata.version(name) for name in _LIBRARIES},
-    )
 
 
 def aggregate(
@@ -290,6 +259,7 @@ def markdown(report: Report) -> str:
         ]
     if ratios := decisions.section(report):
         lines += [ratios, ""]
+    lines += [logic, ""] if (logic := logic_verdicts.section(report)) else []
     if small := decode_share.note(report):
         lines += [small, ""]
     if refused := rejections.sections(report.results, list(report.summary)):

@@ -4,6 +4,9 @@
 | --- | --- |
 | `dead_letters` | poison messages: the reason, the error headers, DLQ or a stop |
 | `gated_writes` | dead letters and outputs produced and confirmed before offsets move |
+| `batch_writes` | the loop's writers and delivery strategy, built once from the settings |
+| `transactions` | exactly-once: one Kafka transaction per batch (results, dead letters, offsets) |
+| `outputs` | the output topic's writer: the message, or a team's handler's result |
 | `held_partitions` | a batch whose writes failed: rewind, pause, retry with back-off |
 
 May import `service.kafka`, `service.settings`, `service.telemetry`, and `schemas`.

@@ -11,6 +11,7 @@ line per message would drown the logs.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,9 @@ from service.kafka.protocols import KafkaMessage
 from service.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
+
+_QUOTED: Final = re.compile(r"'[^']*'|\"[^\"]*\"")
+"""A quoted span of an exception's text: a value, masked in dead-letter headers."""
 
 LOG_EVERY_S: Final = 10.0
 
@@ -69,11 +73,21 @@ class Poison:
 
     @classmethod
     def rejected(cls, m: KafkaMessage, exc: Exception, attempts: int = 1) -> Poison:
-        """A message the logic rejected `attempts` times; a foreign exception's
-        text is not kept."""
+        """A message the logic rejected `attempts` times.
+
+        A foreign exception (a team's handler, `--logic MODULE:CALLABLE`) keeps its
+        type and its message with every quoted span masked (`'...'`): handlers
+        quote the values they refuse, and dead-letter headers never carry payload
+        values. An `AttributeError` keeps the type and attribute it names."""
         if isinstance(exc, LogicError):
             return cls(m, exc, "process", attempts)
-        error = LogicError(type(exc).__name__)
+        text = _QUOTED.sub(lambda q: f"{q[0][0]}...{q[0][0]}", str(exc))
+        if isinstance(exc, AttributeError) and exc.name is not None:
+            # Names from the code, not values: what a switch of codec breaks.
+            text = f"{type(exc.obj).__name__!r} object has no attribute {exc.name!r}"
+        error = LogicError(
+            f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        )
         error.__cause__ = exc
         return cls(m, error, "process", attempts)
 

@@ -20,6 +20,7 @@ from typing import Any, Final
 from confluent_kafka import KafkaError, KafkaException
 
 from schemas.errors import CodecError, DeliveryError
+from service.delivery.transactions import transactional_id
 from service.kafka.admin_topics import Topics
 from service.kafka.protocols import Headers, KafkaMessage, KafkaProducer
 from service.settings.worker import Settings
@@ -63,6 +64,14 @@ def writer_config(settings: Settings, admin: Topics | None) -> dict[str, Any]:
     known = [n for n in limits if n is not None]
     if known and min(known) - 1024 < _BATCH_SIZE:
         conf["batch.size"] = max(1024, min(known) - 1024)
+    if settings.exactly_once:
+        group = settings.consumer.group_id
+        conf["transactional.id"] = transactional_id(group, p.index, p.transactional_id)
+        # A transaction outlives its slowest write by a margin; the broker's
+        # transaction.max.timeout.ms is 15 min by default.
+        conf["transaction.timeout.ms"] = min(
+            900_000, conf["message.timeout.ms"] + 30_000
+        )
     return conf
 
 

@@ -16,12 +16,13 @@ None of this runs on the per-message path: the loop tests `active` once per batc
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import structlog
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from service.kafka.protocols import KafkaMessage
 from service.telemetry.metrics import Metrics
@@ -121,7 +122,17 @@ class Hold:
             self._heal()
 
     def forget(self, partitions: Sequence[int]) -> None:
-        """Revoked or lost partitions: no longer ours to hold or retry."""
+        """Revoked or lost partitions: no longer ours to hold or retry.
+
+        A held one is resumed first (the callback runs while it is still
+        assigned): librdkafka keeps a partition's pause across a rebalance, so
+        one given back to this consumer would otherwise never be fetched again
+        (seen in the exactly-once broker restart: the group lost the member, the
+        partitions came back paused, lag 26,315 and no progress)."""
+        resume = [self.held[p] for p in partitions if p in self.held]
+        if resume:
+            with contextlib.suppress(KafkaException):  # already unassigned
+                self._consumer.resume(resume)
         for p in partitions:
             self.held.pop(p, None)
             self._retrying.discard(p)

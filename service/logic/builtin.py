@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 from time import perf_counter_ns
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Protocol
 
 from schemas.errors import LogicError
 from schemas.registry import SCHEMAS, Schema, SchemaName
@@ -22,6 +22,7 @@ from schemas.user.loader import UserSchema
 from schemas.wire_shape import shape_of
 from service.logic.field_reader import read_every_field
 from service.logic.named_fields import field_paths, read_named_fields
+from service.logic.user_handler import is_user_logic, load_handler
 
 _KEYS: Final = 4096
 """Aggregates are kept per key modulo this, so memory stays bounded."""
@@ -99,7 +100,9 @@ class Handler:
         schema: a built-in schema (its key or forms), or a user's schema (every
             field is read).
         logic: `aggregate` (read fields, keep running totals per key), `fields`
-            (read only `read_fields`, `service.logic.named_fields`) or `noop`.
+            (read only `read_fields`, `service.logic.named_fields`), `noop`, or a
+            team's `MODULE:CALLABLE` (`service.logic.user_handler`), which becomes
+            the step itself: its return value is the result (`results`).
         work_us: extra busy-loop microseconds per message.
         read_fields: for `fields`, dotted paths `a,b.c` or a count k (the first k).
     """
@@ -107,12 +110,21 @@ class Handler:
     def __init__(
         self,
         schema: SchemaName | Schema | UserSchema,
-        logic: Literal["noop", "aggregate", "flaky", "fields"],
+        logic: str,
         work_us: float = 0.0,
         read_fields: str = "3",
     ) -> None:
         self.totals: dict[int, float] = {}
         totals = self.totals
+        self.results = is_user_logic(logic)
+        """Whether the step's return value is the result to write downstream (a
+        team's handler); else the decoded message itself is (the stubs)."""
+        self.step: Callable[[Any], object] | None = None
+        if self.results:
+            handler = load_handler(logic)
+            # Called as is, no wrapper: the same cost on every codec.
+            self.step = _with_work(handler, int(work_us * 1000)) if work_us else handler
+            return
         logic_step: _Logic | None = None
         if logic == "fields":
             forms = SCHEMAS[schema] if isinstance(schema, str) else schema
@@ -126,12 +138,11 @@ class Handler:
                 ]
         work_ns = int(work_us * 1000)
         # Choose the step once: nothing in it tests the configuration per message.
-        self.step: Callable[[Any], None] | None = None
-        if logic_step is not None and not work_ns:
+        if logic_step is not None:
             # A C-level partial: one Python frame per message, not two.
             self.step = partial(logic_step, totals=totals)
-        elif work_ns:
-            self.step = _with_work(logic_step, totals, work_ns)
+        if work_ns:
+            self.step = _with_work(self.step, work_ns)
         if logic == "flaky" and self.step is not None:
             self.step = _Flaky(self.step)
 
@@ -144,7 +155,7 @@ class _Flaky:
     attempt and passes the next (a transient error, for the retry budget's fault
     test); a message `aggregate` rejects is still rejected on every attempt."""
 
-    def __init__(self, step: Callable[[Any], None]) -> None:
+    def __init__(self, step: Callable[[Any], object]) -> None:
         self._step = step
         self._seen = 0
         self._failed: Any = None
@@ -161,17 +172,16 @@ class _Flaky:
 
 
 def _with_work(
-    step: _Logic | None,
-    totals: dict[int, float],
-    work_ns: int,
-) -> Callable[[Any], None]:
-    """`step` followed by `work_ns` of busy CPU (heavier logic's stand-in)."""
+    step: Callable[[Any], object] | None, work_ns: int
+) -> Callable[[Any], object]:
+    """`step` followed by `work_ns` of busy CPU (heavier logic's stand-in); returns
+    what `step` returns."""
 
-    def work(obj: Any) -> None:
-        if step is not None:
-            step(obj, totals)
+    def work(obj: Any) -> object:
+        result = None if step is None else step(obj)
         deadline = perf_counter_ns() + work_ns
         while perf_counter_ns() < deadline:
             pass
+        return result
 
     return work

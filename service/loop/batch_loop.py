@@ -31,10 +31,12 @@ from schemas.errors import DeliveryError, FatalError
 from service.delivery.dead_letters import PoisonHandler
 from service.delivery.gated_writes import ConfirmedProducer
 from service.delivery.held_partitions import Hold
-from service.kafka.headers import CONTENT_TYPE, sent_ages
+from service.delivery.outputs import emitter
+from service.delivery.transactions import NoTransactions, Transactions
+from service.kafka.headers import sent_ages
 from service.kafka.protocols import KafkaConsumer, KafkaMessage
 from service.loop import heap_trim
-from service.loop.hotpath import Emit, MessagePath, Step, Tally, clock_overhead_ns
+from service.loop.hotpath import MessagePath, Step, Tally, clock_overhead_ns
 from service.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -69,6 +71,10 @@ class BatchLoop:
         batch_timeout_s: the longest wait for a batch.
         latency_sample_every: time the end-to-end latency of every k-th message.
         decode_sample_every: time the decode and logic of every k-th message.
+        transactions: the delivery strategy per batch: `Transactions` for
+            exactly-once (`service.delivery.transactions`), None for at-least-once.
+        results: True if `step` returns the result to write (a team's handler),
+            False if the decoded message is written (`service.delivery.outputs`).
         shadow: called with each batch once its offsets are stored and its metrics
             observed (`service.shadow.sampler`); None for none, which costs nothing.
         max_attempts: attempts of `step` per message before it is dead-lettered.
@@ -94,6 +100,8 @@ class BatchLoop:
         latency_sample_every: int = 1,
         decode_sample_every: int = DECODE_SAMPLE_EVERY,
         shadow: BatchHook | None = None,
+        transactions: Transactions | None = None,
+        results: bool = False,
         max_attempts: int = 1,
         retry_backoff_ms: float = 0.0,
         store_interval_s: float = 0.0,
@@ -105,7 +113,7 @@ class BatchLoop:
         self._path = MessagePath(
             codec,
             step=step,
-            emit=None if output is None else _emitter(codec, *output),
+            emit=None if output is None else emitter(codec, *output, results=results),
             max_payload_bytes=max_payload_bytes,
             consumer_error=self._consumer_error,
             retried=metrics.logic_retries.inc,
@@ -131,6 +139,7 @@ class BatchLoop:
         self._assignment: dict[int, TopicPartition] = {}
         self._positions: list[TopicPartition] = []
         self._shadow = shadow
+        self._txn = transactions or NoTransactions()
         self._tally = Tally()
         """The batch's tally, used again while it stays empty (the common case)."""
         self.hold = Hold(consumer, metrics)
@@ -225,6 +234,7 @@ class BatchLoop:
             tally = self._tally = Tally()
         decode_ns: list[int] = []
         handle_ns: list[int] = []
+        self._txn.begin()
         try:
             nbytes = self._handle_each(msgs, tally, decode_ns, handle_ns)
             # Bytes per message, per batch: 1 MB messages must not come 500 at once.
@@ -243,7 +253,9 @@ class BatchLoop:
                 self._poison.confirm()
             if self._output is not None and self._output[0].pending:
                 self._output[0].confirm()
+            self._txn.commit(self._positions, hold.held)
         except DeliveryError as exc:
+            self._txn.abort()
             self._poison.abandon()
             if self._output is not None:
                 self._output[0].abandon()
@@ -376,16 +388,3 @@ def _less_clock(samples_ns: list[int], clock_ns: int) -> list[float]:
     """Seconds of each timed sample less the clock's own cost (`clock_overhead_ns`);
     a sample shorter than that cost counts as 0, never negative."""
     return [(t - clock_ns) * 1e-9 if t > clock_ns else 0.0 for t in samples_ns]
-
-
-def _emitter(codec: Codec[Any], producer: ConfirmedProducer, topic: str) -> Emit:
-    """Write each result re-encoded with the codec; the original headers are kept."""
-    encode = codec.encode
-    content_type = (CONTENT_TYPE, codec.content_type.encode())
-
-    def emit(m: KafkaMessage, obj: Any) -> None:
-        headers = [h for h in m.headers() or () if h[0] != CONTENT_TYPE]
-        headers.append(content_type)
-        producer.produce(topic, key=m.key(), value=encode(obj), headers=headers)
-
-    return emit

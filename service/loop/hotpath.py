@@ -33,19 +33,21 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from time import perf_counter_ns
-from typing import Any
+from typing import Any, Final
 
 from codec import AutoCodec, Codec
 from schemas.errors import DeliveryError
 from service.delivery.dead_letters import Poison
+from service.delivery.outputs import Emit
 from service.kafka.headers import CONTENT_TYPE
 from service.kafka.protocols import KafkaMessage
 
 Step = Callable[[Any], object]
 """The business logic for one decoded message; raises to reject it."""
 
-Emit = Callable[[KafkaMessage, Any], None]
-"""Writes one handled message's result downstream."""
+
+_REJECTED: Final = object()
+"""What `_rejected` returns when every attempt failed (a step may return None)."""
 
 Run = Callable[[Sequence[KafkaMessage], "Tally"], int]
 """Handles a run of messages; returns the payload bytes of those handled."""
@@ -167,7 +169,7 @@ class MessagePath:
                 except MemoryError:
                     raise
                 except Exception as exc:
-                    if rejected(m, obj, exc, tally):
+                    if rejected(m, obj, exc, tally) is _REJECTED:
                         continue
                 nbytes += size
             return nbytes
@@ -193,15 +195,16 @@ class MessagePath:
                 except Exception as exc:
                     failed(m, exc, tally)
                     continue
+                out = None
                 if step is not None:
                     try:
-                        step(obj)
+                        out = step(obj)
                     except MemoryError:
                         raise
                     except Exception as exc:
-                        if rejected(m, obj, exc, tally):
+                        if (out := rejected(m, obj, exc, tally)) is _REJECTED:
                             continue
-                if emit is not None and unencodable(emit, m, obj, tally):
+                if emit is not None and unencodable(emit, m, obj, out, tally):
                     continue
                 nbytes += size
             return nbytes
@@ -232,17 +235,18 @@ class MessagePath:
                 failed(m, exc, tally)
                 return 0
             decode_ns.append(t1 - t0)
+            out = None
             if step is not None:
                 try:
-                    step(obj)
+                    out = step(obj)
                     handle_ns.append(clock() - t1)
                 except MemoryError:
                     raise
                 except Exception as exc:
                     # Not timed: a retry's time includes its back-off.
-                    if rejected(m, obj, exc, tally):
+                    if (out := rejected(m, obj, exc, tally)) is _REJECTED:
                         return 0
-            if emit is not None and unencodable(emit, m, obj, tally):
+            if emit is not None and unencodable(emit, m, obj, out, tally):
                 return 0
             return size
 
@@ -265,31 +269,32 @@ class MessagePath:
 
     def _rejected(
         self, m: KafkaMessage, obj: Any, exc: Exception, tally: Tally
-    ) -> bool:
+    ) -> object:
         """Retry the logic in place (order is kept) up to the budget.
 
         Returns:
-            True if every attempt failed: the message is set aside as poison.
+            What the attempt that passed returned, or `_REJECTED` if every attempt
+            failed: the message is set aside as poison.
         """
         assert self._step is not None  # noqa: S101 (only called after a step failed)
         for attempt in range(2, self._attempts + 1):
             time.sleep(self._backoff_s * 2 ** (attempt - 2))
             self._retried()
             try:
-                self._step(obj)
+                return self._step(obj)
             except MemoryError:
                 raise
             except Exception as again:
                 exc = again
-                continue
-            return False
         tally.poison.append(Poison.rejected(m, exc, self._attempts))
-        return True
+        return _REJECTED
 
-    def _unencodable(self, emit: Emit, m: KafkaMessage, obj: Any, tally: Tally) -> bool:
+    def _unencodable(
+        self, emit: Emit, m: KafkaMessage, obj: Any, out: object, tally: Tally
+    ) -> bool:
         """Write the result; True if the output codec refused it (then poison)."""
         try:
-            emit(m, obj)
+            emit(m, obj, out)
         except (MemoryError, DeliveryError):
             raise
         except Exception as exc:

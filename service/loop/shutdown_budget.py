@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 import structlog
+from confluent_kafka import KafkaException
 
 from service.kafka.protocols import KafkaProducer, WorkerConsumer
 from service.lifecycle.child_processes import run_within
@@ -44,8 +45,16 @@ class Shutdown:
         return max(0.1, self._started + self._timeout_s - time.monotonic())
 
     def flush(self, producer: KafkaProducer) -> None:
-        """Send what is queued, within the budget."""
-        unsent = producer.flush(self.left())
+        """Send what is queued, within the budget.
+
+        A transactional producer in a fatal state (exactly-once, fenced or
+        refused by its coordinator) raises instead: what it held was never
+        committed, so there is nothing to send; the worker already exits 1."""
+        try:
+            unsent = producer.flush(self.left())
+        except KafkaException as exc:
+            log.warning("producer_flush_failed", error=exc.args[0].str())
+            return
         if unsent:
             log.warning("producer_flush_timed_out", unsent=unsent)
 

@@ -27,6 +27,7 @@ from schemas.user.loader import UserSchema
 from schemas.wire_shape import shape_of
 from service.kafka.connection import KafkaConnection, check_client_config, refuse_keys
 from service.logic.named_fields import field_paths
+from service.logic.user_handler import is_user_logic, load_handler
 from service.settings.registry import (
     Framing,
     RegistryConnection,
@@ -162,16 +163,26 @@ class ProcessingSettings(_Section):
     """A batch asks for at most this many payload bytes: the next `consume()` takes
     `batch_size` messages or this over the last batch's mean size, if fewer, so
     1 MB messages come 8 at a time, not 500 (memory bounded by bytes)."""
-    logic: Literal["noop", "aggregate", "flaky", "fields"] = "aggregate"
-    """`flaky` is `aggregate` whose every 20th message fails its first attempt (a
-    transient error, for the fault suite's retry-budget scenario); `fields` reads
-    only `read_fields` (`service.logic.named_fields`)."""
+    logic: str = "aggregate"
+    """`aggregate|noop|flaky|fields` or a team's `MODULE:CALLABLE`
+    (`service.logic.user_handler`: imported and its signature checked here, so a bad
+    one is a config error before Kafka). `flaky` is `aggregate` whose every 20th
+    message fails its first attempt (a transient error, for the fault suite's
+    retry-budget scenario); `fields` reads only `read_fields`
+    (`service.logic.named_fields`)."""
     read_fields: str = "3"
     """For `fields`: dotted paths `a,b.c` (through lists: every item), or a count k
     (the first k top-level fields)."""
     work_us: Annotated[float, Field(ge=0, le=1_000_000)] = 0.0
     output_topic: str | None = None
     dlq_topic: str | None = None
+    processing_guarantee: Literal["at-least-once", "exactly-once"] = "at-least-once"
+    """`exactly-once`: each batch's results, dead letters and consumed offsets in
+    one Kafka transaction (`service.delivery.transactions`); auto-commit off, input
+    read with `read_committed`. Readers of the outputs must use `read_committed`."""
+    transactional_id: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    """Exactly-once: the producer's `transactional.id` (default
+    `<group>-<host>-<worker index>`); stable across restarts, unique per worker."""
     on_decode_error: Literal["dead_letter", "fail"] = "dead_letter"
     delivery_timeout_s: Annotated[float, Field(ge=0.001, le=2_147_483)] = 30.0
     """How long a dead letter or output write may take to be acknowledged; past it
@@ -186,6 +197,16 @@ class ProcessingSettings(_Section):
     index: Annotated[int, Field(ge=0, le=65_535)] = 0
     """This worker's index among `processes` (the supervisor gives each child its
     own; logged as `worker` on every line)."""
+
+    @field_validator("logic")
+    @classmethod
+    def _logic_loads(cls, logic: str) -> str:
+        if is_user_logic(logic):
+            try:
+                load_handler(logic)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return logic
 
     def dlq_topic_for(self, topic: str) -> str:
         """The dead-letter topic: configured, else `<topic>.dlq`."""
@@ -301,13 +322,20 @@ class Settings(BaseModel):
             "client.id": c.client_id,
             "group.id": c.group_id,
             "auto.offset.reset": c.auto_offset_reset,
-            "enable.auto.commit": True,
+            # Exactly-once commits offsets in each batch's transaction instead.
+            "enable.auto.commit": not self.exactly_once,
+            **({"isolation.level": "read_committed"} if self.exactly_once else {}),
             "enable.auto.offset.store": False,
             "session.timeout.ms": c.session_timeout_ms,
             "max.poll.interval.ms": c.max_poll_interval_ms,
             "fetch.max.bytes": c.fetch_max_bytes,
             "queued.max.messages.kbytes": c.queued_max_messages_kbytes,
         }
+
+    @property
+    def exactly_once(self) -> bool:
+        """Whether `processing.processing_guarantee` is `exactly-once`."""
+        return self.processing.processing_guarantee == "exactly-once"
 
     def check_clients(self) -> None:
         """Let librdkafka validate the consumer's and the producer's settings.

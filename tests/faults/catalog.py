@@ -12,6 +12,7 @@ from tests.faults import (
     scenarios_broker as broker,
     scenarios_consumer as consumer,
     scenarios_dlq as dlq,
+    scenarios_exactly_once as eos,
     scenarios_hostile as hostile,
     scenarios_memory as memory,
     scenarios_network as network,
@@ -71,6 +72,9 @@ ENTRIES: Final = (
     Entry("N1 latest", stall.added_partitions("latest"), False),
     Entry("L1", memory.l1_large_messages, False),
     Entry("ST1", staging.st1_staging_crash, False),
+    Entry("E1 kill", eos.e1_kill_9, False),
+    Entry("E1 rebalance", eos.e1_rebalance, False),
+    Entry("E1 raises", eos.e1_handler_raises, False),
 )
 """The full set: every entry. The fast set (CI, `pytest tests/faults`): the
 per-commit layer of RELIABILITY 6.4 in short variants, about 4 minutes on 2

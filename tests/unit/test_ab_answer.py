@@ -148,3 +148,16 @@ def test_a_ratio_without_an_interval_says_why_in_the_sentence() -> None:
     ]
     line = answer.sentence(r, "medium", "protobuf")
     assert "(0.50x; no verdict: too few windows (2 of 9))" in line
+
+
+def test_a_teams_handler_verdict_is_in_the_codecs_sentence() -> None:
+    r = _decided([result(BASE, 20.0), result("msgspec-json", 9.0)])
+    r.plan = msgspec.structs.replace(
+        r.plan,
+        logic_verdicts=(
+            ("msgspec-json", "fails on 17 of 50: AttributeError model_dump"),
+            (BASE, "works"),
+        ),
+    )
+    line = answer.sentence(r, "medium", "msgspec-json")
+    assert "your handler on its objects: fails on 17 of 50" in line

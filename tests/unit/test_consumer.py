@@ -89,7 +89,7 @@ class Rig:
         self.loop = BatchLoop(
             self.consumer,
             codec=self.codec,
-            step=Handler("medium", step).step if isinstance(step, str) else step,  # type: ignore[arg-type]
+            step=Handler("medium", step).step if isinstance(step, str) else step,
             metrics=self.metrics,
             poison=poison,
             output=(confirmed, "out") if output else None,

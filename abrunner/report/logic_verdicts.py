@@ -1,0 +1,93 @@
+"""Your logic in the A/B report: what a switch breaks in it, beside what it costs.
+
+With `--logic MODULE:CALLABLE` and a user's `--schema`, the runner judges the
+handler per codec before any case runs, in process and without Kafka, exactly as
+`codec-schema check SCHEMA --logic MODULE:CALLABLE` does on the same synthetic
+messages (`schematool.logic_check`): works, differs (where) or fails (why). The
+verdicts travel in the plan (report.json) and the report sets them beside each
+codec's CPU per message and its split: the decode, the handler (your code's time
+on that codec's objects, `worker_handle_seconds`) and the rest.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from abrunner.results import Report
+from schemas.registry import user_schema
+from schemas.user.synthetic import make_payloads
+from schematool.logic_check import check_logic
+from service.logic.user_handler import is_user_logic, load_handler
+
+MESSAGES: Final = 50
+"""Synthetic messages judged, as `codec-schema check`'s default `--count`."""
+
+
+def judge(
+    logic: str | None, schema: str | None, codecs: tuple[str, ...]
+) -> tuple[tuple[str, str], ...]:
+    """(codec, verdict line) for each codec, `codec-schema check --logic`'s lines;
+    () without a team's handler or a user's schema.
+
+    Raises:
+        ConfigError: the handler or the schema cannot be loaded (checked already
+            while the settings were validated).
+    """
+    if logic is None or not is_user_logic(logic) or schema is None:
+        return ()
+    user = user_schema(schema)
+    if user is None:
+        return ()
+    payloads = make_payloads(user.shape, MESSAGES, seed=0)
+    report = check_logic(user, logic, load_handler(logic), payloads, codecs=codecs)
+    return tuple(
+        (codec, v.line()) for codec, v in report.verdicts.items() if codec in codecs
+    )
+
+
+def section(report: Report) -> str | None:
+    """The processing guarantee when it is exactly-once, and the `## Your logic`
+    section (verdict and CPU split per codec); None without either."""
+    plan = report.plan
+    guarantee = (
+        "Processing guarantee: **exactly-once**: every worker committed each batch's "
+        "dead letters, results and consumed offsets in one Kafka transaction; its "
+        "CPU per message and p99 above include that cost."
+    )
+    if not plan.logic_verdicts:
+        return guarantee if plan.processing_guarantee == "exactly-once" else None
+    rows = next(iter(report.summary.values()), {})
+    lines = [
+        *((guarantee, "") if plan.processing_guarantee == "exactly-once" else ()),
+        "## Your logic on each codec",
+        "",
+        f"`{plan.logic}` ran in every worker. Verdict: its result on each codec's "
+        f"objects against its result on your pydantic model, {MESSAGES} synthetic "
+        "messages, no Kafka (the same as `codec-schema check SCHEMA --logic ...`). "
+        "CPU split per message: the decode (median of the worker's timed decodes) "
+        "and your handler (mean of its timed calls that returned), both wall time, "
+        "so preemption on a busy machine inflates them; the rest (CPU us/msg less "
+        "both: librdkafka, the loop, metrics) is left blank when they pass it.",
+        "",
+        "| codec | CPU us/msg | decode us | your logic us | rest us | your logic |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for codec, verdict in plan.logic_verdicts:
+        row = rows.get(codec)
+        cpu = row.median("cpu_us_per_msg") if row else None
+        decode = row.median("decode_p50_us") if row else None
+        handle = row.median("handle_us") if row else None
+        rest = None
+        if cpu is not None and decode is not None and handle is not None:
+            rest = cpu - decode - handle if cpu >= decode + handle else None
+        cells = [_us(cpu), _us(decode), _us(handle), _us(rest)]
+        lines.append(f"| {codec} | {' | '.join(cells)} | {_cell(verdict)} |")
+    return "\n".join(lines)
+
+
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")

@@ -1,0 +1,161 @@
+"""`codec-schema check --logic`: a handler's verdict per codec, without Kafka."""
+
+from __future__ import annotations
+
+import enum
+from decimal import Decimal
+
+import msgspec
+import pytest
+
+from abrunner.plan import Plan, Profile
+from abrunner.report import tables
+from abrunner.report.logic_verdicts import judge
+from abrunner.results import CaseResult, Report
+from schemas.user.loader import load_schema
+from schemas.user.synthetic import make_payloads
+from schematool import cli
+from schematool.logic_check import CodecVerdict, check_logic
+from schematool.logic_results import differences, normalise
+from service.logic.user_handler import load_handler
+
+PAYMENTS = "tests.fixtures.usermodels.payments:PaymentEvent"
+SETTLE = "tests.fixtures.handlers.settlement:settle"
+CURRENCIES = "tests.fixtures.handlers.settlement:currencies"
+CODECS = ("json-stdlib+pydantic", "msgspec-json", "protobuf")
+
+
+def verdicts(spec: str) -> dict[str, CodecVerdict]:
+    schema = load_schema(PAYMENTS)
+    payloads = make_payloads(schema.shape, 30, seed=3)
+    report = check_logic(schema, spec, load_handler(spec), payloads, codecs=CODECS)
+    return dict(report.verdicts)
+
+
+class TestVerdicts:
+    """Works, differs (which field), fails (what it touched): per codec."""
+
+    def test_the_team_handler_breaks_where_it_should(self) -> None:
+        v = verdicts(SETTLE)
+        assert v["json+pydantic"].verdict == "reference"
+        assert v["json-stdlib+pydantic"].verdict == "works"
+        struct = v["msgspec-json"]
+        assert struct.verdict == "fails"
+        assert "touched `model_dump` on msgspec Struct PaymentEvent" in struct.failure
+        assert "settlement.py" in struct.failure
+        assert struct.differed == 0
+        proto = v["protobuf"]
+        assert proto.verdict == "fails"
+        assert "protobuf message PaymentEvent" in proto.failure
+        assert proto.difference.startswith("result.gross: Decimal('")
+        assert "vs str '" in proto.difference
+        assert "result.lines[][]" in proto.paths
+        assert proto.failed + proto.differed == proto.carried == 30
+
+    def test_a_handler_reading_plain_fields_works_everywhere(self) -> None:
+        assert {k: x.verdict for k, x in verdicts(CURRENCIES).items()} == {
+            "json+pydantic": "reference",
+            "json-stdlib+pydantic": "works",
+            "msgspec-json": "works",
+            "protobuf": "works",
+        }
+
+
+class TestNormalise:
+    """Objects become their fields; kinds count, int and float of a value do not."""
+
+    def test_objects_and_containers(self) -> None:
+        class Colour(enum.Enum):
+            RED = "red"
+
+        class Point(msgspec.Struct):
+            x: int
+            tags: frozenset[str]
+
+        got = normalise({"p": Point(1, frozenset({"b", "a"})), "c": Colour.RED})
+        assert got == {"p": {"x": 1, "tags": ["a", "b"]}, "c": "red"}
+
+    def test_kinds(self) -> None:
+        assert list(differences(1, 1.0, "r")) == []
+        assert list(differences(Decimal("1.5"), "1.5", "r")) == [
+            ("r", "Decimal('1.5') vs str '1.5'")
+        ]
+        assert list(differences(True, 1, "r")) == [("r", "bool True vs int 1")]
+        assert list(differences({"a": [1, 2]}, {"a": [1]}, "r")) == [
+            ("r.a", "2 items vs 1")
+        ]
+
+
+class TestCommand:
+    """Exit 0 when it works on every codec, 1 when not, 2 for a bad handler."""
+
+    @pytest.mark.parametrize(("spec", "status"), [(CURRENCIES, 0), (SETTLE, 1)])
+    def test_status(
+        self, spec: str, status: int, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        argv = ["check", PAYMENTS, "--logic", spec, "--count", "10"]
+        assert cli.main([*argv, "--codecs", ",".join(CODECS)]) == status
+        out = capsys.readouterr().out
+        assert ("PASS" if status == 0 else "FAIL") in out
+
+    def test_a_bad_handler_is_2(self, capsys: pytest.CaptureFixture[str]) -> None:
+        argv = ["check", PAYMENTS, "--logic", "tests.fixtures.handlers.basics:nope"]
+        assert cli.main(argv) == 2
+        assert "has no 'nope'" in capsys.readouterr().err
+
+
+class TestAbReport:
+    """codec-ab judges the handler as `check --logic` does and reports it beside
+    each codec's CPU split."""
+
+    def test_the_same_verdicts_as_the_command(self) -> None:
+        judged = dict(judge(SETTLE, PAYMENTS, CODECS))
+        schema = load_schema(PAYMENTS)
+        payloads = make_payloads(schema.shape, 50, seed=0)
+        report = check_logic(schema, SETTLE, load_handler(SETTLE), payloads)
+        assert judged == {c: report.verdicts[c].line() for c in CODECS}
+        assert judged["msgspec-json"].startswith("fails: AttributeError")
+        assert judge("aggregate", PAYMENTS, CODECS) == ()
+        assert judge(SETTLE, "medium", CODECS) == ()
+
+    def test_the_section_sets_them_beside_the_cost(self) -> None:
+        results = [
+            CaseResult(
+                codec=c,
+                profile=PAYMENTS,
+                repeat=0,
+                cpu_us_per_msg=cpu,
+                decode_p50_us=cpu / 4,
+                handle_us=cpu / 2,
+            )
+            for c, cpu in (("json-stdlib+pydantic", 40.0), ("msgspec-json", 12.0))
+        ]
+        plan = Plan(
+            codecs=("json-stdlib+pydantic", "msgspec-json"),
+            profiles=(Profile(PAYMENTS),),
+            rate=1000,
+            duration=5,
+            warmup=1,
+            repeat=1,
+            max_mode=False,
+            max_messages=10,
+            partitions=1,
+            out="x",
+            baseline="json-stdlib+pydantic",
+            logic=SETTLE,
+            logic_verdicts=(
+                ("json-stdlib+pydantic", "works (50 messages)"),
+                ("msgspec-json", "fails: AttributeError: x | y"),
+            ),
+        )
+        report = Report(
+            plan=plan,
+            environment=tables.environment("4.1.2"),
+            results=results,
+            summary=tables.aggregate(results, []),
+        )
+        text = tables.markdown(report)
+        assert "## Your logic on each codec" in text
+        assert "| json-stdlib+pydantic | 40.00 | 10.00 | 20.00 | 10.00 | works" in text
+        assert "| msgspec-json | 12.00 | 3.00 | 6.00 | 3.00 | fails: " in text
+        assert "x \\| y" in text  # a verdict's pipe does not break the table
