@@ -14,9 +14,11 @@ import ast
 import importlib
 import inspect
 import itertools
+import re
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, get_args
 
 from pydantic import BaseModel
@@ -89,7 +91,13 @@ def options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    """Text for a table cell: one line; `|` escaped, or `/` inside a code span,
+    where no escape holds (`a|b` reads `a/b`)."""
+    parts = re.split(r"(`[^`]*`)", " ".join(text.split()))
+    return "".join(
+        p.replace("|", "/") if p.startswith("`") else p.replace("|", "\\|")
+        for p in parts
+    )
 
 
 def _usage_name(action: argparse.Action) -> str:
@@ -199,7 +207,8 @@ def _default(field: Any) -> str:
     if isinstance(value, BaseModel):
         return "(computed)"
     text = repr(value) if not isinstance(value, str) else f'"{value}"'
-    return _cell(text if len(text) <= 60 else text[:57] + "...")
+    text = " ".join(text.replace("|", " or ").split())
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _type(field: Any) -> str:
@@ -211,7 +220,9 @@ def _type(field: Any) -> str:
     text = text.replace("typing.", "").replace("typing_extensions.", "")
     for noise in ("annotated_types.", "pydantic.types.", "pathlib."):
         text = text.replace(noise, "")
-    return _cell(text if len(text) <= 70 else text[:67] + "...")
+    # A code span in a table cell cannot hold `|`, escaped or not: say "or".
+    text = " ".join(text.replace("|", " or ").split())
+    return text if len(text) <= 70 else text[:67] + "..."
 
 
 def flags_by_setting() -> dict[tuple[str, tuple[str, ...]], list[tuple[str, str]]]:
@@ -235,81 +246,99 @@ def _env(tool: str, path: tuple[str, ...]) -> str:
     return env_name(tool, path)
 
 
+@dataclass(frozen=True)
+class Key:
+    """One configuration key as the reference shows it."""
+
+    section: str
+    key: str
+    env: str
+    flags: tuple[str, ...]
+    type: str
+    default: str
+    doc: str
+
+
+def config_keys() -> dict[str, tuple[tuple[str, ...], list[Key]]]:
+    """Section -> (the commands reading it, its keys): the shared sections first."""
+    from service.settings.sources import SHARED
+
+    flags = flags_by_setting()
+    shared: dict[str, tuple[list[str], list[Key]]] = {}
+    own: dict[str, tuple[tuple[str, ...], list[Key]]] = {}
+    for section, module, name, commands in SECTIONS:
+        model = getattr(importlib.import_module(module), name)
+        mine: list[Key] = []
+        for path, field, doc in settings(model):
+            top = path[0] if path[0] in SHARED else section
+            given = {
+                flag: text
+                for (command, p), found in flags.items()
+                for flag, text in found
+                if p == path and (command in commands or top == "kafka")
+            }
+            key = Key(
+                section=top,
+                key=".".join(path[1:] if top != section else path),
+                env=_env(section, path),
+                flags=tuple(sorted(given)),
+                type=_type(field),
+                default=_default(field),
+                doc=_cell(doc or next((t for t in given.values() if t), "")),
+            )
+            if top == section:
+                mine.append(key)
+                continue
+            readers, keys = shared.setdefault(top, ([], []))
+            readers.extend(commands)
+            if key.key not in {k.key for k in keys}:
+                keys.append(key)
+        own[section] = (commands, mine)
+    ordered: dict[str, tuple[tuple[str, ...], list[Key]]] = {}
+    for top in SHARED:
+        if top in shared:
+            readers, keys = shared[top]
+            ordered[str(top)] = (tuple(readers), keys)
+    return {**ordered, **own}
+
+
 def config_page() -> str:
     """reference/configuration.md: every key of every section, with its variable."""
-    flags = flags_by_setting()
     out = [
         "# Configuration reference",
         "",
         "Written from the settings models at every build of this site. One TOML file",
-        "(`--config FILE` on every command) holds `[kafka]`, shared by every command, and",
-        "one section per tool; nested tables are dotted (`[worker.codec]`). Each key has",
-        "an environment variable (the section in capitals, `_`, the keys joined by `__`)",
-        "and most have a flag. Precedence: defaults < TOML < environment < flags. Unknown",
-        "keys and misspelt variables are errors with a *did you mean*.",
+        "(`--config FILE` on every command) holds `[kafka]`, shared by every command,",
+        "`[registry]`, shared by the commands that frame values, and one section per",
+        "tool; nested tables are dotted (`[worker.codec]`). Each key has an environment",
+        "variable (the section in capitals, `_`, the keys joined by `__`) and most have",
+        "a flag. Precedence: defaults < TOML < environment < flags. Unknown keys and",
+        "misspelt variables are errors with a *did you mean*.",
         "",
     ]
-    from service.settings.sources import SHARED
-
-    shared: dict[str, list[tuple[tuple[str, ...], Any, str]]] = {}
-    readers: dict[str, list[str]] = {}
-    own_tables: list[str] = []
-    for section, module, name, commands in SECTIONS:
-        model = getattr(importlib.import_module(module), name)
-        rows = list(settings(model))
-        for top in SHARED:
-            mine = [r for r in rows if r[0][0] == top]
-            if mine:
-                shared.setdefault(top, mine)
-                readers.setdefault(top, []).extend(commands)
-        own = [r for r in rows if r[0][0] not in SHARED]
-        own_tables += _table(section, section, own, flags, commands, shared=False)
-    for top in SHARED:
-        if top in shared:
-            out += _table(
-                top, top, shared[top], flags, tuple(readers[top]), shared=True
-            )
-    out += own_tables
-    return "\n".join(out)
-
-
-def _table(
-    title: str,
-    tool: str,
-    rows: list[tuple[tuple[str, ...], Any, str]],
-    flags: dict[tuple[str, tuple[str, ...]], list[tuple[str, str]]],
-    commands: tuple[str, ...],
-    *,
-    shared: bool,
-) -> list[str]:
-    readers = ", ".join(f"`{c}`" for c in commands)
-    if title == "kafka":
-        readers = "every command"
-    out = [
-        f"## `[{title}]`",
-        "",
-        f"Read by {readers}.",
-        "",
-        "| key | environment | flag | type | default | what it sets |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for path, field, doc in rows:
-        key = ".".join(path[1:] if shared else path)
-        env = _env(tool, path)
-        given = {
-            flag: text
-            for (command, p), fl in flags.items()
-            for flag, text in fl
-            if p == path and (command in commands or title == "kafka")
-        }
-        flag_cell = ", ".join(f"`{f}`" for f in sorted(given)) or "(none)"
-        doc = doc or next((t for t in given.values() if t), "")
-        out.append(
-            f"| `{key}` | `{env}` | {flag_cell} | `{_type(field)}` | "
-            f"`{_default(field)}` | {_cell(doc)} |"
+    for section, (commands, keys) in config_keys().items():
+        readers = (
+            "every command"
+            if section == "kafka"
+            else ", ".join(f"`{c}`" for c in dict.fromkeys(commands))
         )
-    out.append("")
-    return out
+        out += [
+            f"## `[{section}]`",
+            "",
+            f"Read by {readers}.",
+            "",
+            "| key | environment, flag | what it sets |",
+            "| --- | --- | --- |",
+        ]
+        for k in keys:
+            given = "<br>".join(f"`{f}`" for f in k.flags)
+            set_by = f"`{k.env}`" + (f"<br>{given}" if given else "")
+            out.append(
+                f"| `{k.key}` | {set_by} | {k.doc}<br>*type* `{k.type}`, "
+                f"*default* `{k.default}` |"
+            )
+        out.append("")
+    return "\n".join(out)
 
 
 def metric_families() -> list[tuple[str, str, list[str], str]]:
