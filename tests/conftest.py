@@ -147,11 +147,20 @@ _ONE_TEST_A_UNIT = (
 its module, class and session fixtures (the staging window, the secured brokers,
 `codec-kafka start`, Prometheus, the `--compare` reference run) start once."""
 
+_ONE_UNIT = {
+    "tests/integration/test_registry_framing.py": "schema-registry",
+    "tests/integration/test_registry_interop.py": "schema-registry",
+    "tests/integration/test_registry_loadgen.py": "schema-registry",
+}
+"""Modules taken together as one unit: the session's schema registry (a JVM, about
+10 s to start) then starts in one process, not in each."""
+
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadscope` as `make test` runs it: a module is a unit, but for the
-    modules of `_ONE_TEST_A_UNIT`, whose tests are units of their own."""
+    modules of `_ONE_TEST_A_UNIT`, whose tests are units of their own, and those of
+    `_ONE_UNIT`, taken together."""
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
@@ -159,6 +168,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     class ModuleScheduling(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
+            if module in _ONE_UNIT:
+                return _ONE_UNIT[module]
             return nodeid if module in _ONE_TEST_A_UNIT else module
 
     return ModuleScheduling(config, log)
