@@ -5,10 +5,10 @@ and each was sampled at the same window edges (`abrunner.windowed.Window`). A
 stall of the machine (a neighbour's burst, the broker's log roll) hits every side
 of a window alike, so it cancels in the window's ratio; a mean over windows of
 minutes-apart repeats could not cancel it. The windows both sides have data in
-are grouped into blocks (`abrunner.report.windows.layout`, as `codec-ab staging`
+are grouped into blocks (`abrunner.report.stats.layout`, as `codec-ab staging`
 groups its slices), each block's CPU us/msg is its summed CPU over its summed
 messages and its p99 the quantile of its summed latency histogram, and the block
-ratios get the paired Student t interval (`abrunner.report.windows.ratios`).
+ratios get the paired Student t interval (`abrunner.report.stats.ratios`).
 
 Where the windows cannot support a verdict it says why instead of printing an
 interval that decides nothing: too few usable windows, a stall on one side (a
@@ -24,7 +24,7 @@ import math
 from collections.abc import Sequence
 from typing import Final
 
-from abrunner.report import stats, windows
+from abrunner.report import stats
 from abrunner.results import CaseResult, Ratio
 from abrunner.windowed import Capacity, Paired, Window
 from service.telemetry.histogram import quantile
@@ -82,7 +82,7 @@ def ratios(paired: Paired, profile: str, base: str, codec: str) -> list[Ratio]:
     both = [(a, b) for a, b in pairs if a.messages > 0 and b.messages > 0]
     stalled = [s for a, b in both if (s := stalls(a, b)) is not None]
     usable = [(a, b) for a, b in both if stalls(a, b) is None]
-    layout, _dropped = windows.layout(list(range(len(usable))))
+    layout, _dropped = stats.layout(list(range(len(usable))))
     a_blocks = [
         block(base, profile, i, [usable[j][0] for j in idx], paired.bounds)
         for i, idx in enumerate(layout)
@@ -91,7 +91,7 @@ def ratios(paired: Paired, profile: str, base: str, codec: str) -> list[Ratio]:
         block(codec, profile, i, [usable[j][1] for j in idx], paired.bounds)
         for i, idx in enumerate(layout)
     ]
-    decide = len(usable) >= windows.MIN_SLICES and len(layout) >= windows.MIN_BLOCKS
+    decide = len(usable) >= stats.MIN_SLICES and len(layout) >= stats.MIN_BLOCKS
     why = None if decide else _too_few(len(usable), len(both), stalled)
     lagging = {
         side: n
@@ -102,7 +102,7 @@ def ratios(paired: Paired, profile: str, base: str, codec: str) -> list[Ratio]:
         if n * 2 > len(usable)
     }
     found = []
-    for r in windows.ratios(a_blocks, b_blocks, profile, decide) if layout else []:
+    for r in stats.ratios(a_blocks, b_blocks, profile, decide) if layout else []:
         if r.figure not in WINDOWED:
             continue
         reason = why
@@ -112,7 +112,7 @@ def ratios(paired: Paired, profile: str, base: str, codec: str) -> list[Ratio]:
                 f"{len(usable)} windows: its p99 is queueing time, not decoding"
                 for side, n in lagging.items()
             )
-        if reason is None and r.pairs < windows.MIN_BLOCKS:
+        if reason is None and r.pairs < stats.MIN_BLOCKS:
             reason = (
                 f"p99 above the latency histogram's top bucket in "
                 f"{len(layout) - r.pairs} of {len(layout)} blocks"
@@ -146,7 +146,7 @@ def _decided(r: Ratio, why: str | None) -> Ratio:
 
 
 def _too_few(usable: int, with_data: int, stalled: list[str]) -> str:
-    need = windows.MIN_SLICES
+    need = stats.MIN_SLICES
     if stalled:
         sides = ", ".join(f"{s} in {stalled.count(s)}" for s in sorted(set(stalled)))
         return (

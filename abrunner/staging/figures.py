@@ -20,7 +20,7 @@ import math
 import statistics
 from typing import Final
 
-from abrunner.report.windows import (
+from abrunner.report.stats import (
     MAX_BLOCKS as MAX_BLOCKS,
     MIN_BLOCKS as MIN_BLOCKS,
     MIN_SLICES as MIN_SLICES,
