@@ -262,7 +262,9 @@ class TestLogLine:
     ) -> None:
         root = logging.getLogger()
         saved = (list(root.handlers), root.level)
-        configure_logging("info", "json")
+        configure_logging(
+            "info", "json", cache=False
+        )  # a cached logger would keep capsys's stream past this test
         try:
             rig, _clock = held_rig(Switch(NO_TOPIC))
             rig.process([rig.msg(3, partition=2, value=b"\xc1")])
