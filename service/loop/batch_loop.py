@@ -35,6 +35,7 @@ from service.kafka.headers import CONTENT_TYPE, sent_ages
 from service.kafka.protocols import KafkaConsumer, KafkaMessage
 from service.loop import heap_trim
 from service.loop.hotpath import Emit, MessagePath, Step, Tally, clock_overhead_ns
+from service.loop.message_budget import BatchAbandoned, MessageBudget
 from service.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -76,6 +77,7 @@ class BatchLoop:
         store_interval_s: store the processed positions at most this often (0:
             after every batch); pending ones are stored when partitions are
             revoked, when no message came, and when `run` stops.
+        message_budget_s: decode plus logic per message (`service.loop.message_budget`).
     """
 
     def __init__(
@@ -97,12 +99,13 @@ class BatchLoop:
         max_attempts: int = 1,
         retry_backoff_ms: float = 0.0,
         store_interval_s: float = 0.0,
+        message_budget_s: float = 0.0,
     ) -> None:
         self._consumer = consumer
         self._m = metrics
         self._poison = poison
         self._output = output
-        self._path = MessagePath(
+        self._path = path = MessagePath(
             codec,
             step=step,
             emit=None if output is None else _emitter(codec, *output),
@@ -112,6 +115,7 @@ class BatchLoop:
             max_attempts=max_attempts,
             retry_backoff_s=retry_backoff_ms / 1000.0,
         )
+        self.budget = MessageBudget(path.hot_code, message_budget_s, batch_timeout_s)
         self._batch_size = batch_size
         self._max_bytes = batch_max_bytes
         self._size = batch_size
@@ -156,6 +160,11 @@ class BatchLoop:
         self.hold.forget(partitions)
 
     def run(self, should_stop: Callable[[], bool], tick: Callable[[], None]) -> None:
+        """Process batches until `should_stop()`, within the message budget."""
+        with self.budget.watching(should_stop, self):
+            self._run(should_stop, tick)
+
+    def _run(self, should_stop: Callable[[], bool], tick: Callable[[], None]) -> None:
         """Process batches until `should_stop()`; call `tick()` after each.
 
         How the next batch is waited for depends on how full the last one was. At
@@ -243,7 +252,7 @@ class BatchLoop:
                 self._poison.confirm()
             if self._output is not None and self._output[0].pending:
                 self._output[0].confirm()
-        except DeliveryError as exc:
+        except (DeliveryError, BatchAbandoned) as exc:  # stored never, read again
             self._poison.abandon()
             if self._output is not None:
                 self._output[0].abandon()

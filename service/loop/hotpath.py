@@ -33,13 +33,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from time import perf_counter_ns
-from typing import Any
+from typing import Any, Final
 
 from codec import AutoCodec, Codec
 from schemas.errors import DeliveryError
 from service.delivery.dead_letters import Poison
 from service.kafka.headers import CONTENT_TYPE
 from service.kafka.protocols import KafkaMessage
+from service.loop.message_budget import OverBudget
 
 Step = Callable[[Any], object]
 """The business logic for one decoded message; raises to reject it."""
@@ -117,6 +118,9 @@ class MessagePath:
         self.timed: Timed = self._timed(decode)
         """Handles one message as `run` would, timing its decode and its logic alone;
         returns its payload bytes if it was handled, else 0."""
+        self.hot_code = (self.run.__code__, self.timed.__code__, _REJECTED)
+        """The per-message functions' code, each holding the message in `m`
+        (`service.loop.message_budget` finds the message in hand by it)."""
 
     # -- the loops ------------------------------------------------------------------------
     # The three loops repeat their first lines on purpose: a shared helper would cost a
@@ -138,7 +142,7 @@ class MessagePath:
                     decode(value)  # type: ignore[arg-type]
                 except MemoryError:
                     raise
-                except Exception as exc:
+                except (Exception, OverBudget) as exc:
                     failed(m, exc, tally)
                     continue
                 nbytes += size
@@ -159,14 +163,14 @@ class MessagePath:
                     obj = decode(value)  # type: ignore[arg-type]
                 except MemoryError:
                     raise
-                except Exception as exc:
+                except (Exception, OverBudget) as exc:
                     failed(m, exc, tally)
                     continue
                 try:
                     step(obj)
                 except MemoryError:
                     raise
-                except Exception as exc:
+                except (Exception, OverBudget) as exc:
                     if rejected(m, obj, exc, tally):
                         continue
                 nbytes += size
@@ -190,7 +194,7 @@ class MessagePath:
                     obj = (decode if pick is None else pick(m))(value)  # type: ignore[arg-type]
                 except MemoryError:
                     raise
-                except Exception as exc:
+                except (Exception, OverBudget) as exc:
                     failed(m, exc, tally)
                     continue
                 if step is not None:
@@ -198,7 +202,7 @@ class MessagePath:
                         step(obj)
                     except MemoryError:
                         raise
-                    except Exception as exc:
+                    except (Exception, OverBudget) as exc:
                         if rejected(m, obj, exc, tally):
                             continue
                 if emit is not None and unencodable(emit, m, obj, tally):
@@ -228,7 +232,7 @@ class MessagePath:
                 t1 = clock()
             except MemoryError:
                 raise
-            except Exception as exc:
+            except (Exception, OverBudget) as exc:
                 failed(m, exc, tally)
                 return 0
             decode_ns.append(t1 - t0)
@@ -238,7 +242,7 @@ class MessagePath:
                     handle_ns.append(clock() - t1)
                 except MemoryError:
                     raise
-                except Exception as exc:
+                except (Exception, OverBudget) as exc:
                     # Not timed: a retry's time includes its back-off.
                     if rejected(m, obj, exc, tally):
                         return 0
@@ -250,7 +254,7 @@ class MessagePath:
 
     # -- off the common path --------------------------------------------------------------
 
-    def _failed(self, m: KafkaMessage, exc: Exception, tally: Tally) -> None:
+    def _failed(self, m: KafkaMessage, exc: BaseException, tally: Tally) -> None:
         """A message the loop could not decode: say why (`exc` may be `_Unusable`)."""
         err = m.error()
         if err is not None:
@@ -258,32 +262,40 @@ class MessagePath:
             self._consumer_error(err)
             return
         value = m.value()
-        if value is None or len(value) > self._limit:
+        if isinstance(exc, OverBudget):
+            tally.poison.append(Poison.over_budget(m, self._name, exc, "decode"))
+        elif value is None or len(value) > self._limit:
             tally.poison.append(Poison.unusable(m, self._name, self._limit))
         else:
-            tally.poison.append(Poison.undecodable(m, self._name, exc))
+            tally.poison.append(Poison.undecodable(m, self._name, exc))  # type: ignore[arg-type]
 
     def _rejected(
-        self, m: KafkaMessage, obj: Any, exc: Exception, tally: Tally
+        self, m: KafkaMessage, obj: Any, exc: BaseException, tally: Tally
     ) -> bool:
-        """Retry the logic in place (order is kept) up to the budget.
+        """Retry the logic in place (order is kept) up to the budget of attempts;
+        a message over its time budget (`OverBudget`) is not retried.
 
         Returns:
             True if every attempt failed: the message is set aside as poison.
         """
         assert self._step is not None  # noqa: S101 (only called after a step failed)
-        for attempt in range(2, self._attempts + 1):
-            time.sleep(self._backoff_s * 2 ** (attempt - 2))
-            self._retried()
+        attempt = 1
+        while attempt < self._attempts and not isinstance(exc, OverBudget):
+            attempt += 1
             try:
+                time.sleep(self._backoff_s * 2 ** (attempt - 2))
+                self._retried()
                 self._step(obj)
             except MemoryError:
                 raise
-            except Exception as again:
+            except (Exception, OverBudget) as again:
                 exc = again
                 continue
             return False
-        tally.poison.append(Poison.rejected(m, exc, self._attempts))
+        if isinstance(exc, OverBudget):
+            tally.poison.append(Poison.over_budget(m, self._name, exc, "process"))
+        else:
+            tally.poison.append(Poison.rejected(m, exc, attempt))  # type: ignore[arg-type]
         return True
 
     def _unencodable(self, emit: Emit, m: KafkaMessage, obj: Any, tally: Tally) -> bool:
@@ -296,6 +308,9 @@ class MessagePath:
             tally.poison.append(Poison.unencodable(m, self._name, exc))
             return True
         return False
+
+
+_REJECTED: Final = MessagePath._rejected.__code__
 
 
 def clock_overhead_ns(samples: int = 2001) -> int:

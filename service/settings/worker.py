@@ -161,6 +161,12 @@ class ProcessingSettings(_Section):
     """Attempts of the logic per message before it is dead-lettered (1: no retry)."""
     retry_backoff_ms: Annotated[float, Field(ge=0, le=60_000)] = 50.0
     """Pause before a logic retry, doubled each attempt (in place: order is kept)."""
+    message_budget_ms: Annotated[float, Field(ge=0, le=3_600_000)] = 5_000.0
+    """Longest decode plus logic (retries and back-offs included) of one message;
+    past it the message is dead-lettered with reason `budget` and the batch goes on
+    (0: no budget). Enforced by a 0.1 s timer, not per message; a C call holding
+    the GIL is not interrupted (`service.loop.message_budget`). Must stay under
+    `max_poll_interval_ms`."""
     shutdown_timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0
     """Longest wait for `close()` (commit, leave the group) at shutdown."""
     processes: Annotated[int, Field(ge=1, le=256)] = 1
@@ -220,6 +226,16 @@ class Settings(BaseModel):
     @model_validator(mode="after")
     def _refuse_owned_keys(self) -> Settings:
         refuse_keys(self.kafka.extra, WORKER_OWNED_KEYS)
+        return self
+
+    @model_validator(mode="after")
+    def _budget_under_poll_interval(self) -> Settings:
+        budget = self.processing.message_budget_ms
+        if budget >= self.consumer.max_poll_interval_ms:
+            raise ValueError(
+                f"processing.message_budget_ms={budget:g} must be under "
+                f"consumer.max_poll_interval_ms={self.consumer.max_poll_interval_ms}"
+            )
         return self
 
     @model_validator(mode="after")
