@@ -10,6 +10,7 @@ from codec import REAL_CODECS
 from tests.faults import (
     scenarios_backlog as backlog,
     scenarios_broker as broker,
+    scenarios_budget as budget,
     scenarios_consumer as consumer,
     scenarios_dlq as dlq,
     scenarios_hostile as hostile,
@@ -69,6 +70,8 @@ ENTRIES: Final = (
     Entry("N1 earliest", stall.added_partitions("earliest"), False),
     Entry("N1 latest", stall.added_partitions("latest"), False),
     Entry("L1", memory.l1_large_messages, False),
+    Entry("B1", budget.b1_shared_string_bomb, False),
+    Entry("B2", budget.b2_message_budget, False),
 )
 """The full set: every entry. The fast set (CI, `pytest tests/faults`): the
 per-commit layer of RELIABILITY 6.4 in short variants, about 4 minutes on 2

@@ -9,6 +9,7 @@ from typing import Any, Final
 
 import confluent_kafka
 
+from codec import work_bounds
 from localkafka import kafka_version
 from tests.faults.harness import (
     BATCH_SIZE,
@@ -148,6 +149,15 @@ times are this machine's, not production's.
 ## Scenarios
 
 {table(outcomes)}
+
+## What bounds decode work, per codec
+
+No message may cost more than a small multiple of its own size to decode and to read
+in full, whatever it references (B1 and P1-P3 try the hostile cases); past that, the
+worker's per-message budget (`message_budget_ms`, 5 s by default: B2) bounds decode
+plus logic in time. From `codec/work_bounds.py`, as README prints it:
+
+{work_bounds.table()}
 
 ## Failures and notes
 
