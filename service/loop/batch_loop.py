@@ -35,7 +35,7 @@ from service.kafka.headers import CONTENT_TYPE, sent_ages
 from service.kafka.protocols import KafkaConsumer, KafkaMessage
 from service.loop import heap_trim
 from service.loop.hotpath import Emit, MessagePath, Step, Tally, clock_overhead_ns
-from service.loop.message_budget import BatchAbandoned, MessageBudget
+from service.loop.message_budget import BatchAbandoned, Budget, MessageBudget
 from service.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -77,7 +77,7 @@ class BatchLoop:
         store_interval_s: store the processed positions at most this often (0:
             after every batch); pending ones are stored when partitions are
             revoked, when no message came, and when `run` stops.
-        message_budget_s: decode plus logic per message (`service.loop.message_budget`).
+        message_budget: seconds and record file (`service.loop.message_budget`).
     """
 
     def __init__(
@@ -99,7 +99,7 @@ class BatchLoop:
         max_attempts: int = 1,
         retry_backoff_ms: float = 0.0,
         store_interval_s: float = 0.0,
-        message_budget_s: float = 0.0,
+        message_budget: Budget = (0.0, None),
     ) -> None:
         self._consumer = consumer
         self._m = metrics
@@ -115,7 +115,7 @@ class BatchLoop:
             max_attempts=max_attempts,
             retry_backoff_s=retry_backoff_ms / 1000.0,
         )
-        self.budget = MessageBudget(path.hot_code, message_budget_s, batch_timeout_s)
+        self.budget = MessageBudget(path, message_budget, batch_timeout_s)
         self._batch_size = batch_size
         self._max_bytes = batch_max_bytes
         self._size = batch_size

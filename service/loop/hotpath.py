@@ -98,7 +98,7 @@ class MessagePath:
         max_attempts: int = 1,
         retry_backoff_s: float = 0.0,
     ) -> None:
-        self._name = codec.name
+        self._name = self.codec_name = codec.name
         self._step = step
         self._emit = emit
         self._limit = max_payload_bytes

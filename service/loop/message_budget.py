@@ -28,30 +28,32 @@ on with the next message. How, in CPython, with nothing added to the hot loop:
 - **`/healthz`.** Each tick inside the hot loop sets the loop's heartbeat: a batch
   of slow messages that each stay under the budget is progress, not a stall.
 
-What it cannot interrupt: a call into C that holds the GIL (a msgspec, upb or
-fastavro decode, a `re` match, a C extension's loop) runs until it returns to the
-interpreter; the handler runs then. The decoders' own work is bounded by the
+What it cannot interrupt: a call into C that holds the GIL and does not check for
+signals (a msgspec, upb or fastavro decode, `sum(range(10**12))`, a big-int `pow`, a
+C extension's own loop) runs until it returns to the interpreter; the handler runs
+then. (`re` checks for signals as it matches: a catastrophic pattern is interrupted
+like Python code; so is a `time.sleep` or a blocking socket read.) The decoders' own work is bounded by the
 message's size (README, "What bounds decode work"), so this matters for a logic
-calling such code. For that, a hard backstop: `faulthandler.dump_traceback_later`,
-whose watchdog is a C thread that needs no GIL, is re-armed by the ticks at most
-once a second; if no tick runs for `hard_s` (twice the budget, plus the batch
-wait, plus `HARD_MARGIN_S`), it writes every thread's traceback to stderr and
-exits the process with status 1, for the supervisor to restart it. The restarted
-worker reads the message again: that offset is not recorded.
+calling such code. For that, a hard backstop (`service.loop.backstop`): if no tick
+runs for `hard_s` (twice the budget, plus the batch wait, plus `HARD_MARGIN_S`),
+`faulthandler`'s watchdog exits the process with status 1; the ticks' record of the
+message in hand lets the restarts find the message and dead-letter it.
 """
 
 from __future__ import annotations
 
-import faulthandler
 import inspect
 import re
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from types import CodeType, FrameType
 from typing import Any, Final, Protocol
+
+from service.loop.backstop import Backstop, budget_poison
 
 TICK_S: Final = 0.1
 """The timer's period: the budget's resolution. A tick costs a few microseconds
@@ -59,8 +61,6 @@ TICK_S: Final = 0.1
 HARD_MARGIN_S: Final = 30.0
 """Added to the hard backstop's limit: `consume()` and the flush of writes block in
 C for up to the batch wait and a quarter second at a time, and no tick runs then."""
-_REARM_S: Final = 1.0
-"""The backstop is re-armed at most this often (each arming starts a C thread)."""
 _CALLS: Final = re.compile(r"\b(decode|decoder|step|_step|sleep)\(|\)\(value\)")
 """Source lines of the hot loop a budget may interrupt: the decode, the logic and
 the retry's back-off (see `protected_lines`)."""
@@ -86,6 +86,23 @@ class Heartbeat(Protocol):
     heartbeat: float
 
 
+Budget = tuple[float, Path | None]
+"""Seconds of decode plus logic per message (0: none), and the backstop's record."""
+
+
+class HotPath(Protocol):
+    """What the budget needs of `service.loop.hotpath.MessagePath`."""
+
+    codec_name: str
+    run: Any
+    timed: Any
+
+    @property
+    def hot_code(self) -> tuple[CodeType, ...]:
+        """The per-message functions' code."""
+        ...
+
+
 def protected_lines(code: CodeType) -> frozenset[int]:
     """The lines of `code` that call the decode, the logic or a back-off sleep."""
     lines, first = inspect.getsourcelines(code)
@@ -98,28 +115,34 @@ class MessageBudget:
     """The budget of one worker's hot loop.
 
     Args:
-        hot_code: the code of the loop's per-message functions (`MessagePath.hot_code`);
-            each must keep the message in hand in a local `m`.
-        budget_s: seconds of decode plus logic per message; 0 for no budget (no
-            timer, no backstop).
+        path: the loop's per-message code (`MessagePath`): its functions keep the
+            message in hand in a local `m`.
+        budget: seconds of decode plus logic per message (0 for no budget: no
+            timer, no backstop), and the backstop's record (None: none).
         batch_wait_s: the loop's longest wait for a batch (in `consume()`, where
             no tick runs), for the backstop's limit (`hard_limit_s`).
     """
 
     def __init__(
-        self, hot_code: Iterable[CodeType], budget_s: float, batch_wait_s: float = 0.0
+        self,
+        path: HotPath,
+        budget: Budget,
+        batch_wait_s: float = 0.0,
     ) -> None:
-        self.budget_s = budget_s
-        self.hard_s = hard_limit_s(budget_s, batch_wait_s)
+        self._path = path
+        self.budget_s, record = budget
+        self.hard_s = hard_limit_s(self.budget_s, batch_wait_s)
         """The backstop's limit, 0 for none."""
+        self.backstop = Backstop(record, self.hard_s, path.codec_name)
         self._lines: Mapping[CodeType, frozenset[int]] = {
-            code: protected_lines(code) for code in hot_code
+            code: protected_lines(code) for code in path.hot_code
         }
+        self._plain: tuple[Any, Any] | None = None
+        """The path's own `run` and `timed` while careful ones stand in."""
         self._stopping: Callable[[], bool] = lambda: False
         self._loop: Heartbeat | None = None
         self._current: Any = None
         self._since = 0.0
-        self._armed_at = 0.0
         self.over = 0
         """Messages interrupted for their budget so far."""
 
@@ -136,6 +159,10 @@ class MessageBudget:
             yield
             return
         self._stopping, self._loop = stopping, loop
+        backstop = self.backstop
+        backstop.start()
+        if backstop.careful:
+            self._go_careful()
         previous = signal.signal(signal.SIGALRM, self._tick)
         signal.setitimer(signal.ITIMER_REAL, TICK_S, TICK_S)
         try:
@@ -143,16 +170,25 @@ class MessageBudget:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
-            if self.hard_s:
-                faulthandler.cancel_dump_traceback_later()
+            backstop.stop()
             self._current = None
+
+    def _go_careful(self) -> None:
+        """After a backstop exit: the path's loops stand aside (`Backstop`)."""
+        path, backstop = self._path, self.backstop
+        self._plain = (path.run, path.timed)
+        poison = budget_poison(path.codec_name, self.hard_s)
+        path.run = backstop.careful_run(path.run, poison)
+        path.timed = backstop.careful_timed(*self._plain, poison)
 
     def _tick(self, _signum: int, frame: FrameType | None) -> None:
         """SIGALRM: find the message in hand; interrupt it past its budget."""
         now = time.monotonic()
-        if self.hard_s and now - self._armed_at >= _REARM_S:
-            self._armed_at = now
-            faulthandler.dump_traceback_later(self.hard_s, exit=True)
+        backstop = self.backstop
+        backstop.rearm(now)
+        if self._plain is not None and not backstop.careful:
+            self._path.run, self._path.timed = self._plain
+            self._plain = None
         lines = self._lines
         while frame is not None and frame.f_code not in lines:
             frame = frame.f_back
@@ -164,6 +200,8 @@ class MessageBudget:
         m = frame.f_locals.get("m")
         if m is not self._current:
             self._current, self._since = m, now
+            if m is not None:
+                backstop.note(m)
             return
         if frame.f_lineno not in lines[frame.f_code]:
             return

@@ -8,6 +8,9 @@ are errors at every level, so a typo such as `grup_id` fails loudly.
 
 from __future__ import annotations
 
+import re
+import tempfile
+from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -167,6 +170,10 @@ class ProcessingSettings(_Section):
     (0: no budget). Enforced by a 0.1 s timer, not per message; a C call holding
     the GIL is not interrupted (`service.loop.message_budget`). Must stay under
     `max_poll_interval_ms`."""
+    budget_state_dir: str | None = None
+    """Where the budget's backstop keeps its record of the message in hand (None:
+    the system's temp directory); it must survive a restart
+    (`service.loop.backstop`)."""
     shutdown_timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0
     """Longest wait for `close()` (commit, leave the group) at shutdown."""
     processes: Annotated[int, Field(ge=1, le=256)] = 1
@@ -246,6 +253,14 @@ class Settings(BaseModel):
             except ConfigError as exc:
                 raise ValueError(f"processing.{exc}") from None
         return self
+
+    def message_budget(self) -> tuple[float, Path | None]:
+        """The per-message budget in seconds and its backstop's record file, one per
+        group, topic and worker index."""
+        p, c = self.processing, self.consumer
+        folder = Path(p.budget_state_dir or tempfile.gettempdir()) / "codec-worker"
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", f"{c.group_id}.{c.topic}.{p.index}")
+        return p.message_budget_ms / 1000.0, folder / f"{name}.inhand"
 
     def consumer_config(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:
         """The consumer's librdkafka settings (at-least-once, bounded memory)."""

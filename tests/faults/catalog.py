@@ -72,6 +72,7 @@ ENTRIES: Final = (
     Entry("L1", memory.l1_large_messages, False),
     Entry("B1", budget.b1_shared_string_bomb, False),
     Entry("B2", budget.b2_message_budget, False),
+    Entry("B3", budget.b3_backstop, False),
 )
 """The full set: every entry. The fast set (CI, `pytest tests/faults`): the
 per-commit layer of RELIABILITY 6.4 in short variants, about 4 minutes on 2

@@ -1,5 +1,6 @@
 """One message must never stop the worker (issue 30): B1 bounded decode work, B2 the
-per-message budget with `/healthz` and SIGTERM during a slow message.
+per-message budget with `/healthz` and SIGTERM during a slow message, B3 the hard
+backstop for a call stuck in C.
 
 The exact-decoding cases (Avro longs past 10 bytes or 64 bits, a FlatBuffers offset
 of 0) are poison cases of P1-P3 for `avro` and `flatbuffers` (`poison.cases`).
@@ -14,10 +15,18 @@ from typing import Final
 from codec import get_codec
 from loadgen.payloads import make_payloads
 from service.kafka.headers import DLQ_PREFIX
-from tests.faults.harness import BATCH_SIZE, LOG_APPEND, Env, Outcome, http_get
+from tests.faults.harness import (
+    BATCH_SIZE,
+    COMMIT_INTERVAL_S,
+    LOG_APPEND,
+    Env,
+    Outcome,
+    http_get,
+)
+from tests.faults.observe import end_offsets
 from tests.faults.producer import Payload, Plan, good_traffic
 from tests.faults.run import Run
-from tests.faults.slow_logic import SLOW_CUSTOMER
+from tests.faults.slow_logic import HARD_MARGIN_S, SLOW_CUSTOMER, STUCK_CUSTOMER
 from tests.fuzz.wire_hostile import shared_string_message
 
 MIB: Final = 1 << 20
@@ -78,13 +87,15 @@ SHUTDOWN_S: Final = 10.0
 """The worker's default `shutdown_timeout_s`."""
 
 
-def _slow_plan(codec_name: str) -> Plan:
+def _slow_plan(
+    codec_name: str, marked: set[int], customer: int = SLOW_CUSTOMER
+) -> Plan:
+    """Good orders, and at each seq of `marked` one of `customer` (poison)."""
     codec = get_codec(codec_name, "medium")  # type: ignore[arg-type]
     order = make_payloads("medium", 1, seed=9)[0]
-    order["customer"] = {**order["customer"], "customer_id": SLOW_CUSTOMER}
+    order["customer"] = {**order["customer"], "customer_id": customer}
     slow = codec.encode(codec.from_builtins(order))
     good = good_traffic(codec_name)  # type: ignore[arg-type]
-    marked = {*SLOW_SEQS, COUNT - 1}
     return lambda seq: Payload(slow, poison=True) if seq in marked else good(seq)
 
 
@@ -117,7 +128,8 @@ def b2_message_budget(env: Env) -> Outcome:
 
         prober = threading.Thread(target=probe, daemon=True)
         prober.start()
-        producer = run.produce(_slow_plan(run.codec), rate=100, count=COUNT)
+        plan = _slow_plan(run.codec, {*SLOW_SEQS, COUNT - 1})
+        producer = run.produce(plan, rate=100, count=COUNT)
         producer.wait(60)
         time.sleep(0.4)  # the last (slow) order is in hand for 1 s from its arrival
         stop.set()
@@ -151,4 +163,55 @@ def b2_message_budget(env: Env) -> Outcome:
         wrong = {s: r for s, r in reasons.items() if r != b"budget"}
         if wrong:
             outcome.fail(f"dead letters without reason budget: {wrong}")
+    return outcome
+
+
+STUCK_SEQ: Final = 100
+HARD_S: Final = 2 * BUDGET_MS / 1000 + 0.02 + HARD_MARGIN_S
+"""B3's backstop limit: twice the budget, the tests' 20 ms batch wait, the margin
+`tests.faults.slow_logic` sets."""
+
+
+def b3_backstop(env: Env) -> Outcome:
+    """A logic stuck in C with the GIL held: the backstop exits, two restarts dead-letter it.
+
+    An order whose logic runs `sum(range(10**13))` (hours in C, no signal checks):
+    the budget cannot interrupt it, so the worker must exit with status 1 once no
+    tick has run for the backstop's limit; restarted (as a supervisor would), it
+    goes careful and exits again on the same message, now recorded exactly; the
+    third incarnation dead-letters it on sight (reason `budget`) and drains the
+    rest. Exactly two exits, never a loop. X: what each exit redoes.
+    """
+    outcome = Outcome(
+        "B3",
+        "Logic stuck in C holding the GIL: backstop exit, then dead-lettered "
+        "after two restarts (not a crash loop)",
+    )
+    args = ("--message-budget-ms", str(BUDGET_MS))
+    with Run(env, outcome, worker_args=args, module="tests.faults.slow_logic") as run:
+        worker = run.worker()
+        plan = _slow_plan(run.codec, {STUCK_SEQ}, STUCK_CUSTOMER)
+        run.produce(plan, rate=100, count=3 * STUCK_SEQ).wait(60)
+        ends = end_offsets(run.bootstrap, run.topic, run.partitions)
+        exits: list[int | None] = []
+        deadline = time.monotonic() + 240
+        while not run.committed_to(ends) and time.monotonic() < deadline:
+            if not worker.alive():
+                exits.append(worker.exit_code())
+                now = time.monotonic()
+                since = now - HARD_S - COMMIT_INTERVAL_S - 1
+                run.dup_bound += run.redo(worker, since, now)
+                if len(exits) > 3:
+                    break
+                # Not waited for: stuck in C, it serves no /readyz before it exits.
+                worker = run.worker(ready=False)
+            time.sleep(0.5)
+        run.wait_drained(30)
+        run.finish()
+        dead = [r for r in run.data.dlq if r.seq == STUCK_SEQ] if run.data else []
+        outcome.figures.update(exits=",".join(map(str, exits)), dead_letters=len(dead))
+        if exits != [1, 1]:
+            outcome.fail(f"worker exits {exits}, not two backstop exits [1, 1]")
+        if not dead or dead[0].header(DLQ_PREFIX + "reason") != b"budget":
+            outcome.fail("the stuck order is not a dead letter with reason budget")
     return outcome

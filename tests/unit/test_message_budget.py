@@ -8,6 +8,7 @@ an assertion on time.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,14 +21,10 @@ from schemas.errors import LogicError
 from service.delivery.dead_letters import PoisonHandler
 from service.delivery.gated_writes import ConfirmedProducer
 from service.logic.builtin import Handler
+from service.loop import backstop
 from service.loop.batch_loop import BatchLoop
 from service.loop.hotpath import MessagePath
-from service.loop.message_budget import (
-    HARD_MARGIN_S,
-    MessageBudget,
-    hard_limit_s,
-    protected_lines,
-)
+from service.loop.message_budget import HARD_MARGIN_S, hard_limit_s, protected_lines
 from service.telemetry.metrics import Metrics
 from tests.fakes import FakeConsumer, FakeMessage, FakeProducer
 
@@ -71,6 +68,7 @@ class Rig:
         codec: Any = CODEC,
         max_attempts: int = 1,
         retry_backoff_ms: float = 0.0,
+        record: Path | None = None,
     ) -> None:
         self.consumer = FakeConsumer()
         self.producer = FakeProducer()
@@ -93,7 +91,7 @@ class Rig:
             decode_sample_every=decode_every,
             max_attempts=max_attempts,
             retry_backoff_ms=retry_backoff_ms,
-            message_budget_s=budget_s,
+            message_budget=(budget_s, record),
         )
         self.loop.assign([TopicPartition("in", 0), TopicPartition("in", 1)])
 
@@ -236,8 +234,9 @@ class TestMechanism:
 
         armed: list[Any] = []
         monkeypatch.setattr(signal, "setitimer", lambda *a: armed.append(a))
-        budget = MessageBudget((), 0.0)
-        with budget.watching(lambda: False, Rig(_aggregate).loop):
+        rig = Rig(_aggregate, budget_s=0.0)
+        budget = rig.loop.budget
+        with budget.watching(lambda: False, rig.loop):
             pass
         assert armed == []
         assert budget.hard_s == 0.0
@@ -245,3 +244,88 @@ class TestMechanism:
     def test_hard_limit(self) -> None:
         assert hard_limit_s(5.0, 0.005) == 10.005 + HARD_MARGIN_S
         assert hard_limit_s(0.0, 1.0) == 0.0
+
+
+def _exited_on(record: Path, line: str) -> None:
+    """What a backstop exit leaves: the record's line and the watchdog's traceback."""
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_bytes(line.encode().ljust(512))
+    record.with_suffix(".backstop").write_text("Timeout (0:00:40)!\nThread 0x...\n")
+
+
+class TestBackstop:
+    """After a backstop exit the restart dead-letters the stuck message, not loops on it."""
+
+    def test_an_exact_record_is_dead_lettered_on_sight(self, tmp_path: Path) -> None:
+        record = tmp_path / "w.inhand"
+        _exited_on(record, "in\t1\t3\texact")
+        rig = Rig(_aggregate, record=record)
+        rig.run(rig.msgs(6))
+        dead = rig.dead()
+        assert list(dead) == [3]
+        assert dead[3]["x-dlq-reason"] == b"budget"
+        assert b"exited twice" in dead[3]["x-dlq-exception-message"]
+        assert rig.output_keys() == [b"0", b"1", b"2", b"4", b"5"]
+        assert (tmp_path / "w.backstop.prev").exists()  # the traceback, kept
+        assert not record.with_suffix(".backstop").exists()  # a stop: no evidence
+        assert not record.exists()
+
+    def test_a_tick_record_makes_the_restart_careful(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(backstop, "CAREFUL_AFTER", 2)
+        record = tmp_path / "w.inhand"
+        _exited_on(record, "in\t0\t2\ttick")
+        noted: list[tuple[int, bool]] = []
+        note = backstop.Backstop.note
+
+        def spy(self: backstop.Backstop, m: Any, exact: bool = False) -> None:
+            noted.append((m.offset(), exact))
+            note(self, m, exact)
+
+        monkeypatch.setattr(backstop.Backstop, "note", spy)
+        rig = Rig(_aggregate, record=record, decode_every=3)
+        rig.run(rig.msgs(8))
+        assert rig.dead() == {}
+        assert len(rig.output_keys()) == 8
+        # each message recorded before it is handled, up to 2 past offset 2
+        assert [o for o, exact in noted if exact] == [0, 1, 2, 3, 4]
+        assert not rig.loop.budget.backstop.careful
+
+    def test_an_exit_with_no_message_recorded_is_careful_from_the_start(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(backstop, "CAREFUL_AFTER", 3)
+        record = tmp_path / "w.inhand"
+        _exited_on(record, "")
+        rig = Rig(_aggregate, record=record)
+        assert rig.loop.budget.backstop.careful is False
+        rig.consumer.batches.append(rig.msgs(5))
+        with rig.loop.budget.watching(lambda: False, rig.loop):
+            assert rig.loop.budget.backstop.careful
+            rig.loop.process(rig.consumer.consume(5))
+            assert not rig.loop.budget.backstop.careful  # 3 handled, careful ends
+        assert len(rig.output_keys()) == 5
+
+    def test_without_a_backstop_exit_nothing_is_careful(self, tmp_path: Path) -> None:
+        record = tmp_path / "w.inhand"
+        record.write_bytes(b"in\t1\t3\texact".ljust(512))
+        record.with_suffix(".backstop").write_text("")  # killed otherwise: empty
+        rig = Rig(_aggregate, record=record)
+        rig.run(rig.msgs(6))
+        assert rig.dead() == {}
+
+    def test_the_record_follows_the_message_in_hand(self, tmp_path: Path) -> None:
+        record = tmp_path / "w.inhand"
+        lines: list[str] = []
+
+        def step(obj: Any) -> None:
+            if obj.customer.customer_id == 1001:
+                time.sleep(0.5)  # under the budget: two or more ticks see it
+                lines.append(record.read_bytes().decode().strip())
+            assert _aggregate is not None
+            _aggregate(obj)
+
+        rig = Rig(step, budget_s=5.0, record=record)
+        rig.run(rig.msgs(2))
+        assert lines == ["in\t1\t1\ttick"]
