@@ -204,17 +204,17 @@ class Backstop:
         return nbytes
 
 
-def budget_poison(codec: str, hard_s: float) -> Any:
-    """The poison for a message two incarnations exited on."""
+def budget_poison(codec: str, hard_s: float, over: type[BaseException]) -> Any:
+    """The poison for a message two incarnations exited on (`over`: the budget's
+    `OverBudget`, passed in: this module is below `service.loop.message_budget`)."""
+    text = (
+        "the worker exited twice while this message was in hand (a call that held "
+        f"the GIL past the backstop's {hard_s:g} s)"
+    )
 
     def poison(m: KafkaMessage) -> Poison:
-        from service.loop.message_budget import OverBudget
-
-        exc = OverBudget(hard_s, hard_s)
-        exc.args = (
-            f"the worker exited twice while this message was in hand (a call that "
-            f"held the GIL past the backstop's {hard_s:g} s)",
-        )
+        exc = over.__new__(over)
+        exc.args = (text,)
         return Poison.over_budget(m, codec, exc, "process")
 
     return poison

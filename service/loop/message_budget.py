@@ -177,7 +177,7 @@ class MessageBudget:
         """After a backstop exit: the path's loops stand aside (`Backstop`)."""
         path, backstop = self._path, self.backstop
         self._plain = (path.run, path.timed)
-        poison = budget_poison(path.codec_name, self.hard_s)
+        poison = budget_poison(path.codec_name, self.hard_s, OverBudget)
         path.run = backstop.careful_run(path.run, poison)
         path.timed = backstop.careful_timed(*self._plain, poison)
 
