@@ -32,9 +32,9 @@ What it cannot interrupt: a call into C that holds the GIL and does not check fo
 signals (a msgspec, upb or fastavro decode, `sum(range(10**12))`, a big-int `pow`, a
 C extension's own loop) runs until it returns to the interpreter; the handler runs
 then. (`re` checks for signals as it matches: a catastrophic pattern is interrupted
-like Python code; so is a `time.sleep` or a blocking socket read.) The decoders' own work is bounded by the
-message's size (README, "What bounds decode work"), so this matters for a logic
-calling such code. For that, a hard backstop (`service.loop.backstop`): if no tick
+like Python code; so is a `time.sleep` or a blocking socket read.) The decoders'
+own work is bounded by the message's size (README, "What bounds decode work"), so
+this matters for a logic calling such code. For that, a hard backstop (`service.loop.backstop`): if no tick
 runs for `hard_s` (twice the budget, plus the batch wait, plus `HARD_MARGIN_S`),
 `faulthandler`'s watchdog exits the process with status 1; the ticks' record of the
 message in hand lets the restarts find the message and dead-letter it.
@@ -56,8 +56,10 @@ from typing import Any, Final, Protocol
 from service.loop.backstop import Backstop, budget_poison
 
 TICK_S: Final = 0.1
-"""The timer's period: the budget's resolution. A tick costs a few microseconds
-(a frame walk and a dict lookup): 10 a second are lost in the noise."""
+"""The timer's period: the budget's resolution. A tick costs a frame walk and a read
+of the loop frame's locals: 9 us between batches and 38 us with a message in hand,
+measured with the machine at load 17 on 2 cores, so 10 a second cost under 0.05 %
+of a core."""
 HARD_MARGIN_S: Final = 30.0
 """Added to the hard backstop's limit: `consume()` and the flush of writes block in
 C for up to the batch wait and a quarter second at a time, and no tick runs then."""
