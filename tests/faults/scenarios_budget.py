@@ -8,8 +8,10 @@ of 0) are poison cases of P1-P3 for `avro` and `flatbuffers` (`poison.cases`).
 
 from __future__ import annotations
 
+import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Final
 
 from codec import get_codec
@@ -208,6 +210,10 @@ def b3_backstop(env: Env) -> Outcome:
             time.sleep(0.5)
         run.wait_drained(30)
         run.finish()
+        for left in (Path(tempfile.gettempdir()) / "codec-worker").glob(
+            f"{run.group}.*"
+        ):
+            left.unlink()  # the record and the kept tracebacks of this run's exits
         dead = [r for r in run.data.dlq if r.seq == STUCK_SEQ] if run.data else []
         outcome.figures.update(exits=",".join(map(str, exits)), dead_letters=len(dead))
         if exits != [1, 1]:
