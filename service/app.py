@@ -284,6 +284,7 @@ class Worker:
             shadow=shadow,
             max_attempts=p.max_attempts,
             retry_backoff_ms=p.retry_backoff_ms,
+            message_budget=s.message_budget(),
         )
 
     # -- callbacks (run inside consume(), on the loop's thread) --------------------------

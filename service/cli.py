@@ -137,6 +137,13 @@ _FLAGS: Final = (
         "--work-us", ("processing", "work_us"), "extra busy CPU per message, us", float
     ),
     Flag(
+        "--message-budget-ms",
+        ("processing", "message_budget_ms"),
+        "longest decode plus logic of one message; past it the message is "
+        "dead-lettered (reason budget), 0: none",
+        float,
+    ),
+    Flag(
         "--output-topic",
         ("processing", "output_topic"),
         "write each result, re-encoded with the codec, here",

@@ -20,7 +20,7 @@ from typing import Final
 import structlog
 
 from codec import as_decode_error, as_encode_error
-from schemas.errors import DecodeError, FatalError, LogicError
+from schemas.errors import CodecError, DecodeError, FatalError, LogicError
 from service.delivery.gated_writes import ConfirmedProducer, dead_letter_headers
 from service.kafka.protocols import KafkaMessage
 from service.telemetry.metrics import Metrics
@@ -44,7 +44,8 @@ class Poison:
 
     @property
     def reason(self) -> str:
-        """A short, bounded label: decode, empty, oversize, content_type, logic, encode."""
+        """A short, bounded label: decode, empty, oversize, content_type, logic,
+        encode, budget."""
         return str(getattr(self.error, "reason", "logic"))
 
     @classmethod
@@ -70,6 +71,17 @@ class Poison:
     def unencodable(cls, m: KafkaMessage, codec: str, exc: Exception) -> Poison:
         """A message whose result the output codec could not encode."""
         return cls(m, as_encode_error(codec, exc), "encode")
+
+    @classmethod
+    def over_budget(
+        cls, m: KafkaMessage, codec: str, exc: BaseException, stage: str
+    ) -> Poison:
+        """A message whose decode and logic ran past `message_budget_ms` (reason
+        `budget`; `stage` is where it was interrupted: decode or process)."""
+        error = CodecError(
+            str(exc), codec=codec, reason="budget", cause_type=type(exc).__name__
+        )
+        return cls(m, error, stage)
 
     @classmethod
     def rejected(cls, m: KafkaMessage, exc: Exception, attempts: int = 1) -> Poison:

@@ -63,7 +63,7 @@ class Hold:
         self.active = False
         """True while anything is held or being retried (the loop's one test)."""
 
-    def fail(self, msgs: Sequence[KafkaMessage], error: Exception) -> None:
+    def fail(self, msgs: Sequence[KafkaMessage], error: BaseException) -> None:
         """Pause and rewind every partition of `msgs`; retry after the back-off."""
         firsts: dict[int, TopicPartition] = {}
         for m in msgs:

@@ -7,6 +7,8 @@
 | `partition_starts` | where a partition with no committed offset starts under `latest` |
 | `heap_trim` | large payloads handed back to the kernel once a burst ends |
 | `shutdown_budget` | what a SIGTERM may still cost: the last batch, the flush, the close |
+| `message_budget` | the per-message budget for decode plus logic: a timer, not a per-message cost |
+| `backstop` | the budget's hard backstop: a call stuck in C exits; the restarts dead-letter it |
 
 May import `service.delivery`, `service.kafka`, `service.lifecycle`, `service.logic`,
 `service.telemetry`, and `schemas`/`codec`; nothing imports it but `service.app`.

@@ -37,6 +37,7 @@ from service.kafka.headers import sent_ages
 from service.kafka.protocols import KafkaConsumer, KafkaMessage
 from service.loop import heap_trim
 from service.loop.hotpath import MessagePath, Step, Tally, clock_overhead_ns
+from service.loop.message_budget import BatchAbandoned, Budget, MessageBudget
 from service.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -82,6 +83,7 @@ class BatchLoop:
         store_interval_s: store the processed positions at most this often (0:
             after every batch); pending ones are stored when partitions are
             revoked, when no message came, and when `run` stops.
+        message_budget: seconds and record file (`service.loop.message_budget`).
     """
 
     def __init__(
@@ -105,12 +107,13 @@ class BatchLoop:
         max_attempts: int = 1,
         retry_backoff_ms: float = 0.0,
         store_interval_s: float = 0.0,
+        message_budget: Budget = (0.0, None),
     ) -> None:
         self._consumer = consumer
         self._m = metrics
         self._poison = poison
         self._output = output
-        self._path = MessagePath(
+        self._path = path = MessagePath(
             codec,
             step=step,
             emit=None if output is None else emitter(codec, *output, results=results),
@@ -120,6 +123,7 @@ class BatchLoop:
             max_attempts=max_attempts,
             retry_backoff_s=retry_backoff_ms / 1000.0,
         )
+        self.budget = MessageBudget(path, message_budget, batch_timeout_s)
         self._batch_size = batch_size
         self._max_bytes = batch_max_bytes
         self._size = batch_size
@@ -165,6 +169,11 @@ class BatchLoop:
         self.hold.forget(partitions)
 
     def run(self, should_stop: Callable[[], bool], tick: Callable[[], None]) -> None:
+        """Process batches until `should_stop()`, within the message budget."""
+        with self.budget.watching(should_stop, self):
+            self._run(should_stop, tick)
+
+    def _run(self, should_stop: Callable[[], bool], tick: Callable[[], None]) -> None:
         """Process batches until `should_stop()`; call `tick()` after each.
 
         How the next batch is waited for depends on how full the last one was. At
@@ -254,7 +263,7 @@ class BatchLoop:
             if self._output is not None and self._output[0].pending:
                 self._output[0].confirm()
             self._txn.commit(self._positions, hold.held)
-        except DeliveryError as exc:
+        except (DeliveryError, BatchAbandoned) as exc:  # stored never, read again
             self._txn.abort()
             self._poison.abandon()
             if self._output is not None:

@@ -41,6 +41,7 @@ from service.delivery.dead_letters import Poison
 from service.delivery.outputs import Emit
 from service.kafka.headers import CONTENT_TYPE
 from service.kafka.protocols import KafkaMessage
+from service.loop.message_budget import OverBudget
 
 Step = Callable[[Any], object]
 """The business logic for one decoded message; raises to reject it."""
@@ -99,7 +100,7 @@ class MessagePath:
         max_attempts: int = 1,
         retry_backoff_s: float = 0.0,
     ) -> None:
-        self._name = codec.name
+        self._name = self.codec_name = codec.name
         self._step = step
         self._emit = emit
         self._limit = max_payload_bytes
@@ -119,6 +120,9 @@ class MessagePath:
         self.timed: Timed = self._timed(decode)
         """Handles one message as `run` would, timing its decode and its logic alone;
         returns its payload bytes if it was handled, else 0."""
+        self.hot_code = (self.run.__code__, self.timed.__code__, _REJECTED_CODE)
+        """The per-message functions' code, each holding the message in `m`
+        (`service.loop.message_budget` finds the message in hand by it)."""
 
     # -- the loops ------------------------------------------------------------------------
     # The three loops repeat their first lines on purpose: a shared helper would cost a
@@ -140,7 +144,7 @@ class MessagePath:
                     decode(value)  # type: ignore[arg-type]
                 except MemoryError:
                     raise
-                except Exception as exc:
+                except (Exception, OverBudget) as exc:
                     failed(m, exc, tally)
                     continue
                 nbytes += size
@@ -161,14 +165,14 @@ class MessagePath:
                     obj = decode(value)  # type: ignore[arg-type]
                 except MemoryError:
                     raise
-                except Exception as exc:
+                except (Exception, OverBudget) as exc:
                     failed(m, exc, tally)
                     continue
                 try:
                     step(obj)
                 except MemoryError:
                     raise
-                except Exception as exc:
+                except (Exception, OverBudget) as exc:
                     if rejected(m, obj, exc, tally) is _REJECTED:
                         continue
                 nbytes += size
@@ -192,7 +196,7 @@ class MessagePath:
                     obj = (decode if pick is None else pick(m))(value)  # type: ignore[arg-type]
                 except MemoryError:
                     raise
-                except Exception as exc:
+                except (Exception, OverBudget) as exc:
                     failed(m, exc, tally)
                     continue
                 out = None
@@ -201,7 +205,7 @@ class MessagePath:
                         out = step(obj)
                     except MemoryError:
                         raise
-                    except Exception as exc:
+                    except (Exception, OverBudget) as exc:
                         if (out := rejected(m, obj, exc, tally)) is _REJECTED:
                             continue
                 if emit is not None and unencodable(emit, m, obj, out, tally):
@@ -231,7 +235,7 @@ class MessagePath:
                 t1 = clock()
             except MemoryError:
                 raise
-            except Exception as exc:
+            except (Exception, OverBudget) as exc:
                 failed(m, exc, tally)
                 return 0
             decode_ns.append(t1 - t0)
@@ -242,7 +246,7 @@ class MessagePath:
                     handle_ns.append(clock() - t1)
                 except MemoryError:
                     raise
-                except Exception as exc:
+                except (Exception, OverBudget) as exc:
                     # Not timed: a retry's time includes its back-off.
                     if (out := rejected(m, obj, exc, tally)) is _REJECTED:
                         return 0
@@ -254,7 +258,7 @@ class MessagePath:
 
     # -- off the common path --------------------------------------------------------------
 
-    def _failed(self, m: KafkaMessage, exc: Exception, tally: Tally) -> None:
+    def _failed(self, m: KafkaMessage, exc: BaseException, tally: Tally) -> None:
         """A message the loop could not decode: say why (`exc` may be `_Unusable`)."""
         err = m.error()
         if err is not None:
@@ -262,31 +266,40 @@ class MessagePath:
             self._consumer_error(err)
             return
         value = m.value()
-        if value is None or len(value) > self._limit:
+        if isinstance(exc, OverBudget):
+            tally.poison.append(Poison.over_budget(m, self._name, exc, "decode"))
+        elif value is None or len(value) > self._limit:
             tally.poison.append(Poison.unusable(m, self._name, self._limit))
         else:
-            tally.poison.append(Poison.undecodable(m, self._name, exc))
+            tally.poison.append(Poison.undecodable(m, self._name, exc))  # type: ignore[arg-type]
 
     def _rejected(
-        self, m: KafkaMessage, obj: Any, exc: Exception, tally: Tally
+        self, m: KafkaMessage, obj: Any, exc: BaseException, tally: Tally
     ) -> object:
-        """Retry the logic in place (order is kept) up to the budget.
+        """Retry the logic in place (order is kept) up to the budget of attempts;
+        a message over its time budget (`OverBudget`) is not retried.
 
         Returns:
             What the attempt that passed returned, or `_REJECTED` if every attempt
             failed: the message is set aside as poison.
         """
         assert self._step is not None  # noqa: S101 (only called after a step failed)
-        for attempt in range(2, self._attempts + 1):
-            time.sleep(self._backoff_s * 2 ** (attempt - 2))
-            self._retried()
+        attempt = 1
+        while attempt < self._attempts and not isinstance(exc, OverBudget):
+            attempt += 1
             try:
+                time.sleep(self._backoff_s * 2 ** (attempt - 2))
+                self._retried()
                 return self._step(obj)
             except MemoryError:
                 raise
-            except Exception as again:
+            except (Exception, OverBudget) as again:
                 exc = again
-        tally.poison.append(Poison.rejected(m, exc, self._attempts))
+                continue
+        if isinstance(exc, OverBudget):
+            tally.poison.append(Poison.over_budget(m, self._name, exc, "process"))
+        else:
+            tally.poison.append(Poison.rejected(m, exc, attempt))  # type: ignore[arg-type]
         return _REJECTED
 
     def _unencodable(
@@ -301,6 +314,9 @@ class MessagePath:
             tally.poison.append(Poison.unencodable(m, self._name, exc))
             return True
         return False
+
+
+_REJECTED_CODE: Final = MessagePath._rejected.__code__
 
 
 def clock_overhead_ns(samples: int = 2001) -> int:

@@ -4,7 +4,8 @@
 | --- | --- |
 | `sources` | TOML sections, environment variables, precedence and the exit-2 errors |
 | `cli_flags` | the command-line flags over those settings, one shape for every tool |
-| `worker` | the worker's own `[worker.*]` sections beside the shared `[kafka]` |
+| `worker`, `processing` | the worker's own `[worker.*]` sections beside the shared `[kafka]`; `[worker.processing]` |
+| `registry` | the shared `[registry]` section: a schema registry and the client's bounds |
 
 May import `service` (its version), `service.kafka`, `service.logic`, `schemas` and
 `codec`; `loadgen`, `abrunner` and the other tools build their settings on it.

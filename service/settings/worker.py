@@ -9,6 +9,9 @@ are errors at every level, so a typo such as `grup_id` fails loudly.
 from __future__ import annotations
 
 import contextlib
+import re
+import tempfile
+from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -27,7 +30,10 @@ from schemas.user.loader import UserSchema
 from schemas.wire_shape import shape_of
 from service.kafka.connection import KafkaConnection, check_client_config, refuse_keys
 from service.logic.named_fields import field_paths
-from service.logic.user_handler import is_user_logic, load_handler
+from service.settings.processing import (
+    ProcessingSettings as ProcessingSettings,
+    Section,
+)
 from service.settings.registry import (
     Framing,
     RegistryConnection,
@@ -51,11 +57,7 @@ WORKER_OWNED_KEYS: Final[dict[str, str]] = {
 """librdkafka settings `kafka.extra` may not set for the worker, with the reason."""
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class ConsumerSettings(_Section):
+class ConsumerSettings(Section):
     """What the worker reads and how its consumer group behaves.
 
     Every number is bounded by the range librdkafka accepts for the setting it
@@ -89,7 +91,7 @@ class ConsumerSettings(_Section):
     bench`, two runs each, msgspec-msgpack and protobuf)."""
 
 
-class CodecSettings(_Section):
+class CodecSettings(Section):
     """Which codec decodes which schema."""
 
     name: CodecName = "json+pydantic"
@@ -149,71 +151,7 @@ class CodecSettings(_Section):
         )
 
 
-class ProcessingSettings(_Section):
-    """The batch loop and what it does per message."""
-
-    batch_size: Annotated[int, Field(ge=1, le=100_000)] = 500
-    batch_timeout_ms: Annotated[float, Field(gt=0, le=60_000)] = 5.0
-    offset_store_interval_ms: Annotated[float, Field(ge=0, le=60_000)] = 100.0
-    """Processed positions are stored at most this often (0: after every batch),
-    and always before a revoke, when idle and at shutdown; auto-commit sends the
-    stored ones every `auto.commit.interval.ms` (5 s), so this adds at most this
-    much to what a crash re-reads."""
-    batch_max_bytes: Annotated[int, Field(ge=1024, le=1 << 31)] = 8 * 1024 * 1024
-    """A batch asks for at most this many payload bytes: the next `consume()` takes
-    `batch_size` messages or this over the last batch's mean size, if fewer, so
-    1 MB messages come 8 at a time, not 500 (memory bounded by bytes)."""
-    logic: str = "aggregate"
-    """`aggregate|noop|flaky|fields` or a team's `MODULE:CALLABLE`
-    (`service.logic.user_handler`: imported and its signature checked here, so a bad
-    one is a config error before Kafka). `flaky` is `aggregate` whose every 20th
-    message fails its first attempt (a transient error, for the fault suite's
-    retry-budget scenario); `fields` reads only `read_fields`
-    (`service.logic.named_fields`)."""
-    read_fields: str = "3"
-    """For `fields`: dotted paths `a,b.c` (through lists: every item), or a count k
-    (the first k top-level fields)."""
-    work_us: Annotated[float, Field(ge=0, le=1_000_000)] = 0.0
-    output_topic: str | None = None
-    dlq_topic: str | None = None
-    processing_guarantee: Literal["at-least-once", "exactly-once"] = "at-least-once"
-    """`exactly-once`: each batch's results, dead letters and consumed offsets in
-    one Kafka transaction (`service.delivery.transactions`); auto-commit off, input
-    read with `read_committed`. Readers of the outputs must use `read_committed`."""
-    transactional_id: Annotated[str, Field(min_length=1, max_length=200)] | None = None
-    """Exactly-once: the producer's `transactional.id` (default
-    `<group>-<host>-<worker index>`); stable across restarts, unique per worker."""
-    on_decode_error: Literal["dead_letter", "fail"] = "dead_letter"
-    delivery_timeout_s: Annotated[float, Field(ge=0.001, le=2_147_483)] = 30.0
-    """How long a dead letter or output write may take to be acknowledged; past it
-    the batch's partitions are rewound and paused, and retried with back-off."""
-    max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
-    """Attempts of the logic per message before it is dead-lettered (1: no retry)."""
-    retry_backoff_ms: Annotated[float, Field(ge=0, le=60_000)] = 50.0
-    """Pause before a logic retry, doubled each attempt (in place: order is kept)."""
-    shutdown_timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0
-    """Longest wait for `close()` (commit, leave the group) at shutdown."""
-    processes: Annotated[int, Field(ge=1, le=256)] = 1
-    index: Annotated[int, Field(ge=0, le=65_535)] = 0
-    """This worker's index among `processes` (the supervisor gives each child its
-    own; logged as `worker` on every line)."""
-
-    @field_validator("logic")
-    @classmethod
-    def _logic_loads(cls, logic: str) -> str:
-        if is_user_logic(logic):
-            try:
-                load_handler(logic)
-            except ConfigError as exc:
-                raise ValueError(str(exc)) from None
-        return logic
-
-    def dlq_topic_for(self, topic: str) -> str:
-        """The dead-letter topic: configured, else `<topic>.dlq`."""
-        return self.dlq_topic or f"{topic}.dlq"
-
-
-class TopicsSettings(_Section):
+class TopicsSettings(Section):
     """What start-up does about a missing input, dead-letter or output topic."""
 
     create: bool = False
@@ -222,7 +160,7 @@ class TopicsSettings(_Section):
     """Partitions of a created topic (replication: the cluster's default)."""
 
 
-class MetricsSettings(_Section):
+class MetricsSettings(Section):
     """The control plane: `/metrics`, `/healthz`, `/readyz`."""
 
     host: str = "127.0.0.1"
@@ -237,7 +175,7 @@ class MetricsSettings(_Section):
     a second, 37,500 in a minute: enough for a p99.9."""
 
 
-class LoggingSettings(_Section):
+class LoggingSettings(Section):
     """Structured logs on stdout."""
 
     level: Literal["debug", "info", "warning", "error"] = "info"
@@ -261,6 +199,16 @@ class Settings(BaseModel):
     @model_validator(mode="after")
     def _refuse_owned_keys(self) -> Settings:
         refuse_keys(self.kafka.extra, WORKER_OWNED_KEYS)
+        return self
+
+    @model_validator(mode="after")
+    def _budget_under_poll_interval(self) -> Settings:
+        budget = self.processing.message_budget_ms
+        if budget >= self.consumer.max_poll_interval_ms:
+            raise ValueError(
+                f"processing.message_budget_ms={budget:g} must be under "
+                f"consumer.max_poll_interval_ms={self.consumer.max_poll_interval_ms}"
+            )
         return self
 
     @model_validator(mode="after")
@@ -302,6 +250,14 @@ class Settings(BaseModel):
             except ConfigError as exc:
                 raise ValueError(f"processing.{exc}") from None
         return self
+
+    def message_budget(self) -> tuple[float, Path | None]:
+        """The per-message budget in seconds and its backstop's record file, one per
+        group, topic and worker index."""
+        p, c = self.processing, self.consumer
+        folder = Path(p.budget_state_dir or tempfile.gettempdir()) / "codec-worker"
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", f"{c.group_id}.{c.topic}.{p.index}")
+        return p.message_budget_ms / 1000.0, folder / f"{name}.inhand"
 
     def consumer_config(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:
         """The consumer's librdkafka settings (at-least-once, bounded memory)."""

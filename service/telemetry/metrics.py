@@ -45,6 +45,7 @@ DEAD_LETTER_REASONS: Final = (
     "content_type",
     "logic",
     "encode",
+    "budget",
 )
 """The bounded set of `worker_dead_letters_total` reasons (never payload-derived)."""
 

@@ -10,6 +10,7 @@ from codec import REAL_CODECS
 from tests.faults import (
     scenarios_backlog as backlog,
     scenarios_broker as broker,
+    scenarios_budget as budget,
     scenarios_consumer as consumer,
     scenarios_dlq as dlq,
     scenarios_exactly_once as eos,
@@ -75,6 +76,9 @@ ENTRIES: Final = (
     Entry("E1 kill", eos.e1_kill_9, False),
     Entry("E1 rebalance", eos.e1_rebalance, False),
     Entry("E1 raises", eos.e1_handler_raises, False),
+    Entry("B1", budget.b1_shared_string_bomb, False),
+    Entry("B2", budget.b2_message_budget, False),
+    Entry("B3", budget.b3_backstop, False),
 )
 """The full set: every entry. The fast set (CI, `pytest tests/faults`): the
 per-commit layer of RELIABILITY 6.4 in short variants, about 4 minutes on 2

@@ -105,6 +105,7 @@ def _wire_variants(name: str, codec: Codec[Any], data: dict[str, Any]) -> list[C
         return [
             Case("another schema's message", other),
             Case(_ZERO_COPY_LIES[name][0], _ZERO_COPY_LIES[name][1](good)),
+            *_inexact(name, good),
         ]
     # Built from builtins: the codec's own types could not hold these shapes.
     raw = msgspec.msgpack.encode if name == "msgspec-msgpack" else msgspec.json.encode
@@ -132,6 +133,43 @@ _ZERO_COPY_LIES: Final[dict[str, tuple[str, Callable[[bytes], bytes]]]] = {
     "avro": ("string length past the end", lambda good: b"\xfe\xff\xff\xff\x0f" + good),
 }
 """For the formats read by offset or length: one lie in a valid message each."""
+
+
+def _inexact(name: str, good: bytes) -> list[Case]:
+    """Issue 30's encodings that are not valid but decoded to a value before the
+    exact checks: Avro longs past 10 bytes or 64 bits (in `occurred_at_ms`, the
+    third field), a FlatBuffers offset of 0 (the first field's, pointing at itself).
+    """
+    if name == "flatbuffers":
+        root = struct.unpack_from("<I", good, 0)[0]
+        vtable = root - struct.unpack_from("<i", good, root)[0]
+        first = root + struct.unpack_from("<H", good, vtable + 4)[0]
+        return [Case("offset of 0", _lie(first, "<I", 0)(good))]
+    if name != "avro":
+        return []
+    at = 0
+    for _ in range(2):  # event_id, event_type: a zig-zag length, then the bytes
+        length, at = _zigzag(good, at)
+        at += length
+    _, end = _zigzag(good, at)
+    longs = {
+        "long of 20 bytes": b"\x80" * 19 + b"\x01",
+        "long of 11 bytes": b"\x80" * 10 + b"\x01",
+        "long past 64 bits": b"\xff" * 9 + b"\x7f",
+        "zig-zag 2^64": b"\x80" * 9 + b"\x02",
+    }
+    return [Case(what, good[:at] + bad + good[end:]) for what, bad in longs.items()]
+
+
+def _zigzag(data: bytes, at: int) -> tuple[int, int]:
+    """The zig-zag varint at `at` and where it ends."""
+    value = shift = 0
+    while True:
+        byte = data[at]
+        value |= (byte & 0x7F) << shift
+        at, shift = at + 1, shift + 7
+        if not byte & 0x80:
+            return (value >> 1) ^ -(value & 1), at
 
 
 def cases(name: CodecName, *, max_payload_bytes: int = 4 * 1024 * 1024) -> list[Case]:

@@ -9,6 +9,7 @@ from typing import Any, Final
 
 import confluent_kafka
 
+from codec import work_bounds
 from localkafka import kafka_version
 from tests.faults.harness import (
     BATCH_SIZE,
@@ -140,7 +141,8 @@ for D9-D13; workers run with a session timeout of {SESSION_TIMEOUT_MS // 1000} s
 (RELIABILITY 6.1's default under test; the worker's own is 45 s) and otherwise
 their defaults, except where a scenario's title or notes say (D3: static
 membership, 6 s; D11 and P4: `delivery_timeout_s` 5 s; P3: small limits;
-P5: `--logic flaky --max-attempts 3`). confluent-kafka {client}, librdkafka
+P5: `--logic flaky --max-attempts 3`; B2 and B3: `python -m tests.faults.slow_logic`,
+`--message-budget-ms 1000`, the backstop's margin 5 s). confluent-kafka {client}, librdkafka
 {confluent_kafka.libversion()[0]}, Kafka {kafka_version()}, Python
 {platform.python_version()}. Broker, producer and workers share 2 cores, so
 times are this machine's, not production's.
@@ -148,6 +150,15 @@ times are this machine's, not production's.
 ## Scenarios
 
 {table(outcomes)}
+
+## What bounds decode work, per codec
+
+No message may cost more than a small multiple of its own size to decode and to read
+in full, whatever it references (B1 and P1-P3 try the hostile cases); past that, the
+worker's per-message budget (`message_budget_ms`, 5 s by default: B2) bounds decode
+plus logic in time. From `codec/work_bounds.py`, as README prints it:
+
+{work_bounds.table()}
 
 ## Failures and notes
 

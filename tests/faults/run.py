@@ -47,6 +47,8 @@ class Run:
         config: extra worker TOML sections, e.g. `{"worker.processing": {...}}`.
         dlq_config: the DLQ topic's configuration.
         worker_args: arguments every worker of the run gets.
+        module: what the workers run as `python -m` (a test's own wrapper of the
+            worker, `tests.faults.slow_logic`).
     """
 
     def __init__(
@@ -60,8 +62,10 @@ class Run:
         config: Mapping[str, Mapping[str, Any]] | None = None,
         dlq_config: Mapping[str, str] | None = None,
         worker_args: Sequence[str] = (),
+        module: str = "service",
     ) -> None:
         self.env, self.outcome = env, outcome
+        self.module = module
         self.bootstrap = bootstrap or env.bootstrap
         self.partitions, self.codec = partitions, codec
         slug = re.sub(r"[^a-z0-9]+", "-", outcome.id.lower()).strip("-")
@@ -125,6 +129,7 @@ class Run:
             prefix=prefix,
             host=host,
         )
+        worker.cmd[worker.cmd.index("service")] = self.module
         self.workers.append(worker.start())
         self.mark(f"worker {n} started")
         if ready:

@@ -282,7 +282,7 @@ _ALLOWED: Final[dict[str, frozenset[str]]] = {
     "codec": frozenset(CODEC_NAMES),
     "outcome": frozenset({"ok", "decode_error", "logic_error"}),
     "reason": frozenset(
-        {"decode", "empty", "oversize", "content_type", "logic", "encode"}
+        {"decode", "empty", "oversize", "content_type", "logic", "encode", "budget"}
         | {"unparsable", "negative", "too_large"}  # worker_e2e_latency_invalid_total
     ),
     "generation": frozenset({"0", "1", "2"}),
