@@ -1,7 +1,7 @@
 """What bounds the decode work of one message, per codec: the one place it is written.
 
-README ("What bounds decode work") and the fault suite's report (docs/reliability.md)
-both print `table()`; a unit test checks README against it. Beyond these bounds, the
+The docs' codecs page (docs/explanation/codecs.md) and the fault suite's report (docs/reliability.md)
+both print `table()`; a unit test checks the page against it. Beyond these bounds, the
 worker's per-message budget (`message_budget_ms`) bounds decode plus logic in time.
 """
 
@@ -63,7 +63,7 @@ WORK_BOUNDS: Final[tuple[tuple[str, str], ...]] = (
         ),
     ),
 )
-"""(codecs, what bounds their decode work), in the README's order."""
+"""(codecs, what bounds their decode work), in the codecs page's order."""
 
 
 def table() -> str:

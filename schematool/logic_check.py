@@ -265,7 +265,7 @@ def render_logic(report: LogicReport) -> str:
     lines = [
         f"your logic {report.logic} on {report.schema}: {report.messages} "
         f"{report.source} messages; each codec's result compared with the pydantic "
-        f"model's ({REFERENCE}) after the README's normalisation",
+        f"model's ({REFERENCE}) after the documented normalisation",
     ]
     width = max(len(c) for c in report.verdicts)
     lines.extend(f"  {v.codec:<{width}}  {v.line()}" for v in report.verdicts.values())

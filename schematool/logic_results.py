@@ -1,6 +1,6 @@
 """A handler's results made comparable across codecs, and where two differ.
 
-The normalisation (`normalise`), documented in the README ("What a switch breaks"):
+The normalisation (`normalise`), documented in docs/tutorials/your-logic.md ("What a switch breaks"):
 
 - a pydantic model, a msgspec Struct and a protobuf message become a dict of their
   fields by field name (a protobuf field with presence that is not set is None);

@@ -14,7 +14,7 @@ sequentially when the largest sum does not fit in `os.cpu_count()` cores:
 - the load generator: `LOADGEN_US` per message per topic; the broker: `BROKER_US`
   per message per topic written and read once.
 
-The constants are this project's measurements on its 2-core machine (README,
+The constants are this project's measurements on its 2-core machine (docs/guide/ab-run.md,
 "The A/B run"): at 20,000 msg/s a worker cost 23-28 us/msg with json+pydantic
 (decode + read ~15 us in-process) and 10-12 us with msgspec-msgpack (~3 us), so
 about 9 us is the worker's own; a bare confluent-kafka producer sends ~255k msg/s

@@ -9,7 +9,7 @@ Protobuf's message indexes are a zigzag-varint count, then that many zigzag-vari
 indexes (the path to the message inside the registered file); the common `[0]` (the
 file's first message) is written as a single 0 byte. confluent-kafka 2.x can also
 leave the value unframed and put the id in a `__value_schema_id` header: that form is
-not read here (see README "Schema Registry").
+not read here (see docs/how-to/schema-registry.md).
 """
 
 from __future__ import annotations

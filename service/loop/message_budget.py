@@ -33,7 +33,7 @@ signals (a msgspec, upb or fastavro decode, `sum(range(10**12))`, a big-int `pow
 C extension's own loop) runs until it returns to the interpreter; the handler runs
 then. (`re` checks for signals as it matches: a catastrophic pattern is interrupted
 like Python code; so is a `time.sleep` or a blocking socket read.) The decoders'
-own work is bounded by the message's size (README, "What bounds decode work"), so
+own work is bounded by the message's size (docs/explanation/codecs.md, "What bounds decode work"), so
 this matters for a logic calling such code. For that, a hard backstop (`service.loop.backstop`): if no tick
 runs for `hard_s` (twice the budget, plus the batch wait, plus `HARD_MARGIN_S`),
 `faulthandler`'s watchdog exits the process with status 1; the ticks' record of the

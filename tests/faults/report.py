@@ -156,7 +156,7 @@ times are this machine's, not production's.
 No message may cost more than a small multiple of its own size to decode and to read
 in full, whatever it references (B1 and P1-P3 try the hostile cases); past that, the
 worker's per-message budget (`message_budget_ms`, 5 s by default: B2) bounds decode
-plus logic in time. From `codec/work_bounds.py`, as README prints it:
+plus logic in time. From `codec/work_bounds.py`, as the docs' codecs page prints it:
 
 {work_bounds.table()}
 

@@ -94,7 +94,7 @@ def test_an_example_is_valid_as_written(
         assert reached >= settings.rate, "the pattern never reaches --rate"
 
 
-def test_list_codecs_prints_the_readmes_keys_and_content_types() -> None:
+def test_list_codecs_prints_the_codecs_pages_keys_and_content_types() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "service", "--list-codecs"],
         capture_output=True,
@@ -103,7 +103,8 @@ def test_list_codecs_prints_the_readmes_keys_and_content_types() -> None:
         timeout=60,
     )
     printed = {row.split()[0]: row.split()[1] for row in done.stdout.splitlines()[1:]}
-    parts = README.split("### Codecs", 1)[1].split("\n\n")
+    page = (ROOT / "docs" / "explanation" / "codecs.md").read_text()
+    parts = page.split("# Codecs", 1)[1].split("\n\n")
     section = next(part for part in parts if part.startswith("| key |"))
     table = re.findall(r"^\| `([^`]+)` \| .* \| (.*) \|$", section, re.M)
     assert sorted(printed) == sorted(CODECS) == sorted(key for key, _ in table)

@@ -162,10 +162,9 @@ class TestTypesDoc:
         assert catalogue.cells(uuid.UUID)["capnp"].startswith("carried as string")
         assert catalogue.cells(datetime.date)["msgspec-msgpack"] == "native"
 
-    def test_readme_links_it_from_your_own_schema(self) -> None:
-        readme = (ROOT / "README.md").read_text(encoding="utf-8")
-        section = readme.split("## Your own schema", 1)[1].split("\n## ", 1)[0]
-        assert "(docs/types.md)" in section
+    def test_the_your_own_model_page_links_it(self) -> None:
+        page = ROOT / "docs" / "tutorials" / "your-model.md"
+        assert "(../types.md)" in page.read_text(encoding="utf-8")
 
     @pytest.mark.parametrize(
         ("digits", "places"),

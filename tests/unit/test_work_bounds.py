@@ -1,4 +1,4 @@
-"""README's table of what bounds decode work is `codec.work_bounds`' (one place)."""
+"""The docs' table of what bounds decode work is `codec.work_bounds`' (one place)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from pathlib import Path
 from codec import CODECS
 from codec.work_bounds import WORK_BOUNDS, table
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+CODECS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "explanation" / "codecs.md"
 
 
 class TestWorkBounds:
-    """Every real codec has its bound, and README prints the same table."""
+    """Every real codec has its bound, and the codecs page prints the same table."""
 
-    def test_readme_prints_the_table(self) -> None:
-        assert table() in README.read_text()
+    def test_the_codecs_page_prints_the_table(self) -> None:
+        assert table() in CODECS_PAGE.read_text()
 
     def test_every_codec_has_a_bound(self) -> None:
         named = {c.strip("` ") for codecs, _ in WORK_BOUNDS for c in codecs.split(",")}
