@@ -189,8 +189,12 @@ def test_a_teams_recorded_traffic_through_codec_ab(
     assert msgspec.wire_bytes == pytest.approx(bytes_sent, abs=0.05)
     assert pydantic.wire_bytes == msgspec.wire_bytes
     md = (out / "report.md").read_text()
-    row = next(line for line in md.splitlines() if line.startswith("| msgspec-json"))
+    answer, full = md.split("## Full figures", 1)
+    row = next(line for line in full.splitlines() if line.startswith("| msgspec-json"))
     assert row.endswith(f"| 0 | {lax_sent} |")  # lost, DLQ
+    short = next(x for x in answer.splitlines() if x.startswith("| msgspec-json"))
+    assert short.endswith(f"| {lax_sent} | 0 |")  # rejected, lost
+    assert f"it REJECTED {lax_sent:,} messages of this traffic" in answer
     share = round(100 * lax_sent / acked)
     assert f"- `msgspec-json` would reject {share} % of your traffic" in md
     assert f"userId: Expected `int`, got `str` in {ids:,} messages" in md

@@ -90,6 +90,7 @@ class TestWorkerFraming:
         self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
     ) -> None:
         monkeypatch.setenv("WORKER_CONSUMER__MAX_POLL_INTERVAL_MS", "5000")
+        monkeypatch.setenv("WORKER_PROCESSING__MESSAGE_BUDGET_MS", "1000")  # fits 5 s
         code, out = self._run(
             capsys, "--codec", "avro", "--framing", "confluent", "--registry-url", URL
         )
