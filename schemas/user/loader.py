@@ -196,7 +196,7 @@ def _from_proto_file(spec: str, path: Path, name: str) -> UserSchema:
 
 def _import(spec: str, module: str, name: str) -> object:
     try:
-        loaded = _import_module(module)
+        loaded = import_module(module)
     except ImportError as exc:
         raise ConfigError(
             f"schema error: {spec}: cannot import {module!r}: {exc}"
@@ -214,7 +214,7 @@ def _import(spec: str, module: str, name: str) -> object:
     return obj
 
 
-def _import_module(module: str) -> object:
+def import_module(module: str) -> object:
     """Import `module`; on a miss, retry with the current directory on the path.
 
     `python -m` puts the current directory on `sys.path`; a console script does

@@ -14,14 +14,12 @@ exit 2 before any Kafka client is made).
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import os
-import sys
 from collections.abc import Callable
 from typing import Any, Final
 
 from schemas.errors import ConfigError
+from schemas.user.loader import import_module
 
 BUILTIN_LOGICS: Final = ("aggregate", "noop", "flaky", "fields")
 """The stub logics (`service.logic.builtin`); anything else is a MODULE:CALLABLE."""
@@ -82,7 +80,7 @@ def _check_signature(spec: str, fn: Callable[..., object]) -> None:
 
 def _import(spec: str, module: str) -> object:
     try:
-        return _import_module(module)
+        return import_module(module)
     except ImportError as exc:
         raise ConfigError(
             f"logic error: {spec}: cannot import {module!r}: {exc}"
@@ -92,18 +90,3 @@ def _import(spec: str, module: str) -> object:
             f"logic error: {spec}: importing {module!r} raised "
             f"{type(exc).__name__}: {exc}"
         ) from None
-
-
-def _import_module(module: str) -> object:
-    """Import `module`; on a miss, retry with the current directory on the path."""
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        cwd = os.getcwd()
-        if cwd in sys.path or exc.name != module.split(".")[0]:
-            raise
-    sys.path.insert(0, cwd)
-    try:
-        return importlib.import_module(module)
-    finally:
-        sys.path.remove(cwd)
