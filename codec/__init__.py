@@ -15,7 +15,8 @@
 
 `base` holds the interface and the one place library errors become `DecodeError`;
 `views` the lazy views of the zero-copy readers, `protobuf_unions` a union's oneof
-wrapper; one module per codec family stands
+wrapper, `record_names` Avro's record names on an untagged union; one module per
+codec family stands
 on them (`msgspec_codec`, `pydantic_json`, `protobuf_codec`, `avro_codec`,
 `capnp_codec`, and `flatbuffers/`, a subpackage for its generator, layout and
 verifier); `convert` and `auto` on those; this registry on top. The package may

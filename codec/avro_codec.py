@@ -11,7 +11,8 @@ UUID and Decimal values), so Avro skips what msgspec skips (`schemas.user.skippe
 A UUID is written and read as fastavro's `uuid.UUID`; a Decimal as a `Decimal`
 where the schema has the `decimal` logical type, as its text where it has a
 `string` (`schemas.derive.avro_schema` says when); a date as fastavro's
-`datetime.date` (the `date` logical type).
+`datetime.date` (the `date` logical type). An untagged union's member is written
+and read by its record name (`codec.record_names`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any, Final, Generic, TypeVar
 import fastavro
 import msgspec
 
+from codec.record_names import branch_reader, branch_writer
 from codec.avro_exact import walker
 from codec.base import AVRO, MalformedBuffer, as_encode_error, safe_decode
 from schemas.derive.avro_schema import avro_schema, logical_decimal
@@ -56,6 +58,7 @@ class AvroCodec(Generic[S]):
         dec_hook = carried.dec_hook
         bytes_io = io.BytesIO
         exact = walker(self.schema)
+        names = branch_reader(shape)  # None for a schema with no untagged union
 
         def decode_unchecked(data: bytes) -> S:
             exact(data)  # fastavro reads malformed varints as wrong values
@@ -66,6 +69,19 @@ class AvroCodec(Generic[S]):
             return convert(record, struct, str_keys=True, dec_hook=dec_hook)
 
         self.decode_unchecked = decode_unchecked
+        if names is not None:
+            named = names
+
+            def decode_named(data: bytes) -> S:
+                exact(data)
+                stream = bytes_io(data)
+                record = read(stream, parsed, None, True, True)  # record names
+                if stream.tell() != len(data):
+                    raise MalformedBuffer("trailing bytes after the Avro record")
+                return convert(named(record), struct, str_keys=True, dec_hook=dec_hook)
+
+            self.decode_unchecked = decode_named
+        self._branches = branch_writer(shape)
         self._parsed = parsed
         self._text_decimals = _TextDecimals().value(shape)
 
@@ -79,6 +95,8 @@ class AvroCodec(Generic[S]):
             )
             if self._text_decimals is not None:
                 record = self._text_decimals(record)
+            if self._branches is not None:  # an untagged union's member, by name
+                record = self._branches(obj, record)
             stream = io.BytesIO()
             fastavro.schemaless_writer(stream, self._parsed, record)
         except Exception as exc:

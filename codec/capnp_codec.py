@@ -51,6 +51,7 @@ from schemas.shape import (
     messages,
 )
 from schemas.unions import member_names, union_tags
+from schemas.untagged import is_untagged, member_index
 
 S = TypeVar("S", bound=msgspec.Struct)
 
@@ -204,6 +205,17 @@ class _Reader:
     def value(self, shape: TypeShape) -> Read:
         if isinstance(shape, MessageShape):
             return self.message(shape)
+        if isinstance(shape, UnionOf) and is_untagged(shape):  # (name, record):
+            named = {  # the member the discriminant names (`UntaggedUnion.make`)
+                capnp_name(n): (getattr(m, "name", ""), self.value(m))
+                for m, n in zip(shape.members, member_names(shape), strict=True)
+            }
+
+            def read_named(v: Any) -> tuple[str, Any]:
+                member, read = named[(w := v.which())]
+                return member, read(getattr(v, w))
+
+            return read_named
         if isinstance(shape, UnionOf):  # the wrapper struct: its set member
             by_name = {
                 capnp_name(n): self.value(m)
@@ -275,11 +287,14 @@ def _set_union(
     b: Any, shape: UnionOf, value: Any, form: CapnpForm, module: Any
 ) -> None:
     """Set the member `value` is in a union's wrapper struct: by its tag, else by
-    its Python type (a union of distinct scalars: `schemas.unions`)."""
+    its class (untagged messages: `schemas.untagged`) or its Python type (a union
+    of distinct scalars: `schemas.unions`)."""
     names = member_names(shape)
     if shape.tag_field is not None:
         tag = getattr(value, shape.tag_field)
         i = union_tags(shape).index(getattr(tag, "value", tag))
+    elif is_untagged(shape):
+        i = member_index(shape, value)
     else:
         i = next(
             i

@@ -17,6 +17,7 @@ from google.protobuf.message import Message
 
 from schemas.shape import ListOf, MapOf, MessageShape, Scalar, TypeShape, UnionOf
 from schemas.unions import UNION_ONEOF, member_names, union_tags
+from schemas.untagged import is_untagged, member_picker
 
 Fix = Callable[[Any], Any]
 
@@ -81,6 +82,15 @@ class Wrapping:
                 return {name: fix(v)}
 
             return wrap_tagged
+        if is_untagged(shape):  # the member pydantic picks (`schemas.untagged`)
+            pick = member_picker(shape)
+            fixes = [self.value(m) or _same for m in shape.members]
+
+            def wrap_untagged(v: Any) -> Any:
+                i = pick(v)
+                return {names[i]: fixes[i](v)}
+
+            return wrap_untagged
         kinds = {
             m.kind: n
             for m, n in zip(shape.members, names, strict=True)

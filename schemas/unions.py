@@ -9,7 +9,7 @@ one member (`union_reasons` says which unions each carries):
 | --- | --- | --- | --- | --- | --- |
 | tagged messages | tagged Structs | a wrapper message, `oneof value` of one message field per member | a `union` of the member tables | a wrapper struct, an unnamed `union` of one field per member | a union of the member records |
 | distinct `str`, `int`, `float`, `bool`, `bytes` | native | a wrapper message, `oneof value` | refused (its unions hold tables) | a wrapper struct with a `union` | a union of the primitive types |
-| untagged messages | refused | refused | refused | refused | refused |
+| untagged messages (`A | B`, smart mode) | refused (msgspec needs a tag) | as tagged: the member pydantic picks is the oneof case written | a `union` (its type field) | a `union` (its discriminant) | a union (its branch index) |
 | `X | None` inside a list or map | native | refused | refused | refused | `["null", X]` |
 
 Each member keeps its tag field (a string or int field; Avro's a one-symbol enum,
@@ -49,8 +49,11 @@ def union_reasons(shape: UnionOf, codec: str, fmt: str) -> list[str]:
     if codec.startswith("msgspec"):
         if len(messages) > 1 and shape.tag_field is None:
             return [
-                f"a union of {describe(shape)} with no Literal tag field: msgspec "
-                "tells Structs apart by a tag only"
+                f"msgspec cannot tell {describe(shape)} apart (it refuses a union "
+                "of Structs with no tag): give each member a Literal tag field "
+                "with a default (kind: Literal['a'] = 'a'), which pydantic writes "
+                "from then on and does not need to read; msgspec dead-letters the "
+                "messages written without it"
             ]
         return []
     if shape.nullable and codec != "avro":
@@ -61,10 +64,12 @@ def union_reasons(shape: UnionOf, codec: str, fmt: str) -> list[str]:
     if len(shape.members) == 1:
         return []  # `X | None` inside a list or map, in Avro
     if messages and shape.tag_field is None:
+        if len(messages) == len(shape.members):
+            return []  # the format records the member (`schemas.untagged`)
         return [
-            f"a union of {describe(shape)} with no Literal tag field is not mapped "
-            f"to {_article(fmt)} {_KINDS[codec]}: tag each member with a Literal "
-            "field (pydantic's discriminator)"
+            f"{_article(fmt)} {_KINDS[codec]} of {describe(shape)} is not mapped: "
+            "messages beside scalars with no Literal tag field are not told apart "
+            "on its encode; tag each message with a Literal field"
         ]
     if messages and codec == "avro":
         tags = union_tags(shape)

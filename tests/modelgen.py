@@ -5,8 +5,8 @@ values). Fields are drawn from the types of issue 29's item 4 (the rows of
 `schemas.user.catalogue`: dates and times, naive, aware and plain datetimes,
 tuples, sets, addresses and networks, URLs, bytes, enums, Literals, Decimal, UUID,
 constrained and Annotated scalars, nested Optional, dicts with non-string keys),
-nested in lists, dicts, Optional, sub-models and discriminated unions of
-sub-models on a `Literal` tag; models get camelCase aliases or per-field aliases,
+nested in lists, dicts, Optional, sub-models, discriminated unions of
+sub-models on a `Literal` tag and untagged unions of sub-models (smart mode); models get camelCase aliases or per-field aliases,
 and field, model (before and after) and Annotated validators that keep a
 validated value as it is (a derived codec does not run them, so one that changed
 values would be a difference the check explains, not a round-trip failure).
@@ -223,14 +223,21 @@ def _submodel(draw: st.DrawFn, inner: Values, tag: str | None = None) -> Gen:
 
 @st.composite
 def _union(draw: st.DrawFn, inner: Values) -> Gen:
-    """A discriminated union of 2-3 models on a Literal `kind`."""
+    """A union of 2-3 models: discriminated on a Literal `kind`, or untagged
+    (pydantic's smart mode picks the member; msgspec is refused for it)."""
     n = draw(st.integers(2, 3))
-    members = [draw(_submodel(inner, tag=f"k{i}")) for i in range(n)]
+    tagged = draw(st.booleans())
+    members = [
+        draw(_submodel(inner, tag=f"k{i}" if tagged else None)) for i in range(n)
+    ]
     annotation: Any = members[0].annotation
     for m in members[1:]:
         annotation = annotation | m.annotation
+    values = st.one_of(*(m.values for m in members))
+    if not tagged:
+        return Gen(annotation, values, "untagged")
     union = Annotated[annotation, pydantic.Field(discriminator="kind")]
-    return Gen(union, st.one_of(*(m.values for m in members)), "union")
+    return Gen(union, values, "union")
 
 
 def _build(draw: st.DrawFn, gens: list[Gen], tag: str | None) -> Gen:
@@ -289,7 +296,7 @@ def _keep_data(cls: Any, data: Any) -> Any:
 
 def field_types(depth: int = 2) -> st.SearchStrategy[Gen]:
     """A field type: a catalogue scalar, or one nested in a container, an Optional,
-    a sub-model or a discriminated union (at most `depth` levels)."""
+    a sub-model or a union of sub-models (at most `depth` levels)."""
     leaves = st.sampled_from(SCALARS)
     if depth == 0:
         return leaves

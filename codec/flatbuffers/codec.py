@@ -51,6 +51,7 @@ from schemas.shape import (
     UnionOf,
 )
 from schemas.unions import union_tags
+from schemas.untagged import member_index
 
 
 class FlatbuffersCodec:
@@ -159,8 +160,10 @@ class _Encoder:
         return bytes(builder.Output())
 
     def _member(self, shape: UnionOf, value: Any) -> int:
-        """The index of the member `value` is, by its tag (unions here are tagged)."""
-        tag = getattr(value, shape.tag_field or "")
+        """The index of the member `value` is: by its tag, else by its class."""
+        if shape.tag_field is None:
+            return member_index(shape, value)
+        tag = getattr(value, shape.tag_field)
         return union_tags(shape).index(getattr(tag, "value", tag))
 
     def _slots_of(self, msg: MessageShape) -> list[Slot]:

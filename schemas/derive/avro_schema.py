@@ -142,8 +142,9 @@ class _Deriver:
             if not _NAME.fullmatch(f.wire):
                 self._refusals.add(where, f"{f.wire!r} is not an Avro field name")
             avro_type = self._tags.get((id(msg), f.name)) or self.type(f.type, where)
-            if f.nullable:
-                avro_type = ["null", avro_type]
+            if f.nullable:  # a union holds no union: `X | Y | None` is one
+                branches = avro_type if isinstance(avro_type, list) else [avro_type]
+                avro_type = ["null", *branches]
             fields.append({"name": f.wire, "type": avro_type})
         return {
             "type": "record",

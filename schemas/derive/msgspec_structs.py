@@ -11,7 +11,10 @@ an int bound past int64, `max_digits`, `decimal_places`) are left out of `Meta`:
 The members of a tagged union (`UnionOf.tag_field`) are tagged Structs: the tag is
 `tag_field`/`tag` (msgspec reads the member the tag names, as pydantic's
 discriminator does) and stays readable by attribute (a property returning the tag),
-as logic reads it on every codec. A type msgspec has no type for but a text form
+as logic reads it on every codec. An untagged union of messages is typed as its
+`UntaggedUnion` class, which each member inherits (`schemas.untagged`): msgspec's
+own codecs are refused for it, and the binary codecs' `dec_hook` makes the member
+their format recorded. A type msgspec has no type for but a text form
 (`Foreign.text`: `IPv4Address`, `HttpUrl`...) is carried as a JSON or MessagePack
 string: the field keeps the user's class, and `hooks` gives msgspec the `dec_hook`
 that makes the value from its text at decode (a ValueError there is a validation
@@ -26,6 +29,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import ipaddress
+import types
 import uuid
 from collections.abc import Callable
 from types import GenericAlias
@@ -49,6 +53,7 @@ from schemas.shape import (
     parts,
 )
 from schemas.unions import union_tags
+from schemas.untagged import UntaggedUnion, is_untagged, untagged_class
 
 DERIVED_MODULE: Final = "schemas.derived"
 """The `__module__` of every derived class (they live in no importable module)."""
@@ -79,7 +84,7 @@ _ADDRESSES: Final = (
     ipaddress.IPv4Network,
     ipaddress.IPv6Network,
 )
-_TEXT_TYPES: Final[dict[type, dict[Any, Callable[[str], Any]]]] = {}
+_TEXT_TYPES: Final[dict[type, dict[Any, Callable[..., Any]]]] = {}
 """Root Struct -> the types it carries as text, with the maker of each from it."""
 _NUMERIC: Final = frozenset({"gt", "ge", "lt", "le", "multiple_of"})
 _NEVER: Final = frozenset({"max_digits", "decimal_places"})
@@ -87,8 +92,10 @@ _NEVER: Final = frozenset({"max_digits", "decimal_places"})
 
 def build_structs(root: MessageShape) -> type[msgspec.Struct]:
     """The Struct for `root`, built after the Structs it nests."""
-    built: dict[int, type[msgspec.Struct]] = {}
+    built: dict[int, Any] = {}
     tags = _tagged(root)
+    unions = _untagged(root)
+    built.update(unions)  # a field's type, before any member is built
     for msg in messages(root):
         tag = tags.get(id(msg))
         kept = [f for f in msg.fields if tag is None or f.name != tag[0]]
@@ -101,6 +108,9 @@ def build_structs(root: MessageShape) -> type[msgspec.Struct]:
                 "namespace": {name: _constant(value)},
             }
         rename = {f.name: f.alias for f in kept if f.alias}
+        markers = [u for u in unions.values() if msg in u.shape.members]
+        if markers:  # a member of an untagged union is an instance of its type
+            options["bases"] = (_member_base(msg.name, markers),)
         built[id(msg)] = msgspec.defstruct(
             msg.name,
             [_field(f, built) for f in kept],
@@ -112,8 +122,11 @@ def build_structs(root: MessageShape) -> type[msgspec.Struct]:
             rename=rename or None,
             **options,
         )
-    root_struct = built[id(root)]
+    for union in unions.values():
+        union.members = tuple(built[id(m)] for m in union.shape.members)
+    root_struct: type[msgspec.Struct] = built[id(root)]
     carried = _carried_as_text(root)
+    carried.update({u: u.make for u in unions.values()})
     if carried:
         _TEXT_TYPES[root_struct] = carried
     return root_struct
@@ -137,6 +150,8 @@ def hooks(struct: type) -> Hooks:
         return NO_HOOKS
 
     def dec_hook(kind: type, obj: Any) -> Any:
+        if isinstance(kind, type) and issubclass(kind, UntaggedUnion):
+            return kind.make(obj, dec_hook)
         make = carried.get(kind)
         if make is not None and not isinstance(obj, str) and isinstance(obj, kind):
             return obj  # `convert` of an object that holds the value already
@@ -154,8 +169,8 @@ def hooks(struct: type) -> Hooks:
     return Hooks(enc_hook, dec_hook)
 
 
-def _carried_as_text(root: MessageShape) -> dict[Any, Callable[[str], Any]]:
-    out: dict[Any, Callable[[str], Any]] = {}
+def _carried_as_text(root: MessageShape) -> dict[Any, Callable[..., Any]]:
+    out: dict[Any, Callable[..., Any]] = {}
     pending: list[Any] = [f.type for m in messages(root) for f in m.fields]
     while pending:
         shape = pending.pop()
@@ -164,6 +179,26 @@ def _carried_as_text(root: MessageShape) -> dict[Any, Callable[[str], Any]]:
         if not isinstance(shape, MessageShape):
             pending.extend(parts(shape))
     return out
+
+
+def _untagged(root: MessageShape) -> dict[int, type[UntaggedUnion]]:
+    """The type of each untagged union of messages, by the union shape's id."""
+    out: dict[int, type[UntaggedUnion]] = {}
+    pending: list[Any] = [f.type for m in messages(root) for f in m.fields]
+    while pending:
+        shape = pending.pop()
+        if isinstance(shape, UnionOf) and is_untagged(shape) and id(shape) not in out:
+            out[id(shape)] = untagged_class(shape)
+        if not isinstance(shape, MessageShape):
+            pending.extend(parts(shape))
+    return out
+
+
+def _member_base(name: str, markers: list[type[UntaggedUnion]]) -> type:
+    """A Struct base with no fields that makes its subclass an instance of each
+    union type in `markers` (their classes hold no slots)."""
+    kwds = {"frozen": True, "kw_only": True, "gc": False}
+    return types.new_class(f"{name}Member", (msgspec.Struct, *markers), kwds)
 
 
 def _constant(value: str | int) -> property:
@@ -209,6 +244,8 @@ def _annotation(shape: TypeShape, built: dict[int, type[msgspec.Struct]]) -> Any
         return Any if shape.text is None else shape.annotation
     if isinstance(shape, TupleOf):
         return GenericAlias(tuple, tuple(_annotation(s, built) for s in shape.items))
+    if isinstance(shape, UnionOf) and id(shape) in built:  # untagged messages
+        return built[id(shape)] | None if shape.nullable else built[id(shape)]
     if isinstance(shape, UnionOf):
         members = [_annotation(s, built) for s in shape.members]
         return Union.__getitem__((*members, *([None] if shape.nullable else [])))
