@@ -27,9 +27,9 @@ from typing import Any, Final, Generic, TypeVar
 import fastavro
 import msgspec
 
-from codec.record_names import branch_reader, branch_writer
 from codec.avro_exact import walker
 from codec.base import AVRO, MalformedBuffer, as_encode_error, safe_decode
+from codec.record_names import branch_reader, branch_writer
 from schemas.derive.avro_schema import avro_schema, logical_decimal
 from schemas.derive.msgspec_structs import hooks
 from schemas.shape import ListOf, MapOf, MessageShape, Scalar, TypeShape

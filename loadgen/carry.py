@@ -299,14 +299,34 @@ def explain(data: Any, exc: Exception, target: str) -> str:
             return f"{where}: an int wider than 64 bits ({target} cannot hold it)"
     match = _PB_PATH.search(str(exc))
     if match is not None:
-        path = match.group(1)
+        path, leaf = _leaf_at(data, match.group(1))
         where = _INDEXES.sub("", path)
-        leaf = dict(_leaves(data, "")).get(path)
         if isinstance(leaf, str) and _naive_datetime(leaf):
             held = _NAIVE.get(target, f"{target} holds instants")
             return f"{where}: a datetime without a timezone ({held})"
         return f"{where}: {_short(exc)}"
     return f"record: {type(exc).__name__}: {_short(exc)}"
+
+
+def _leaf_at(data: Any, pb_path: str) -> tuple[str, Any]:
+    """The leaf of `data` at a protobuf error's path, and its path in `data`:
+    a union's oneof member is a step of protobuf's path and none of the data's
+    (`payload.picked_up.at` is `payload.at`)."""
+    leaves = dict(_leaves(data, ""))
+    if pb_path in leaves:
+        return pb_path, leaves[pb_path]
+    steps = pb_path.split(".")
+    for path, leaf in leaves.items():
+        mine = path.split(".")
+        if mine[-1] == steps[-1] and _within(mine, steps):
+            return path, leaf
+    return pb_path, None
+
+
+def _within(steps: list[str], more: list[str]) -> bool:
+    """`steps` in order within `more` (which may hold further steps)."""
+    rest = iter(more)
+    return all(step in rest for step in steps)
 
 
 def _leaves(data: Any, path: str) -> Iterator[tuple[str, Any]]:

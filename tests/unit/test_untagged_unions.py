@@ -10,6 +10,7 @@ and is refused with a one-line reason (issue 29, item 2).
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import msgspec
@@ -18,6 +19,7 @@ import pytest
 from google.protobuf import json_format
 
 from codec import CodecName, codec_refusal, get_codec
+from loadgen.carry import transcode
 from schemas.compare import diff, read_native
 from schemas.formats import carriage
 from schemas.user.loader import UserSchema, from_class
@@ -163,3 +165,38 @@ class TestRecordedMember:
             built = get_codec(codec, schema)
             back = built.decode(built.encode(built.from_builtins({"v": {"x": 4}})))
             assert type(back.v).__name__ == "Left", codec
+
+
+class Stamped(pydantic.BaseModel):
+    note: str | None = None
+    at: datetime.datetime | None = None
+
+
+class Plain(pydantic.BaseModel):
+    note: str | None = None
+
+
+class Log(pydantic.BaseModel):
+    entries: list[Plain | Stamped]
+
+
+class TestReplay:
+    """A replay counts a member's naive datetime as not carried by protobuf, by
+    the data's path (protobuf's path holds the oneof member besides)."""
+
+    def test_a_naive_datetime_in_a_member_is_named_not_carried(self) -> None:
+        schema = from_class(Log, "m:Log")
+        sent = Log(entries=[Stamped(at=datetime.datetime(2000, 1, 1))])
+        source = get_codec("json+pydantic", schema)
+        value, why = transcode(
+            source,
+            get_codec("protobuf", schema),
+            source.encode(sent),
+            "m:Log",
+            schema.shape,
+        )
+        assert value is None
+        assert why == (
+            "entries.at: a datetime without a timezone (protobuf's Timestamp "
+            "holds instants)"
+        )
