@@ -95,6 +95,9 @@ class Refusals:
     by_codec: dict[str, list[str]] = field(default_factory=dict)
     everyone: tuple[str, ...] = ()
     notes: list[tuple[str, str, str]] = field(default_factory=list)
+    on_struct: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(path, what) of a note -> why a derived Struct cannot run it ("": it can,
+    with `--run-validators`: `schemas.user.struct_validators`)."""
 
     def add(self, path: str, reason: str, codecs: tuple[str, ...] = ()) -> Scalar:
         """Record a refusal; return a placeholder shape so reading can go on."""

@@ -77,8 +77,11 @@ _LOADED: dict[str, UserSchema] = {}
 """User schemas loaded by this process, by spec: each is imported and derived once."""
 
 
-def resolve(spec: str) -> Schema | UserSchema:
+def resolve(spec: str, run_validators: bool = False) -> Schema | UserSchema:
     """The schema `spec` names: a built-in's forms, or a user's, loaded once per process.
+
+    With `run_validators`, a user's pydantic model's Struct runs its after
+    validators (`UserSchema.with_validators`, built once too).
 
     Raises:
         ConfigError: one line, "schema error: ...", for a spec that names no
@@ -91,6 +94,11 @@ def resolve(spec: str) -> Schema | UserSchema:
         if ":" not in spec:
             raise ConfigError(f"schema error: {spec!r}: expected {SPEC_HELP}")
         loaded = _LOADED[spec] = load_schema(spec)
+    if run_validators:
+        key = f"{spec} --run-validators"
+        if key not in _LOADED:
+            _LOADED[key] = loaded.with_validators()
+        return _LOADED[key]
     return loaded
 
 

@@ -38,7 +38,7 @@ from schemas.shape import ListOf, MapOf, MessageShape, TupleOf, TypeShape, Union
 from schemas.user.loader import UserSchema
 from schemas.user.skipped_checks import Skipped, skipped_checks
 from schemas.user.synthetic import SynthOptions, make_payloads
-from schemas.user.validators import NotRun, not_run
+from schemas.user.validators import NotRun, not_run, ran_by
 from schematool.codecs import WIRE_CODECS, user_codec
 
 _PB_PATH: Final = re.compile(r" at [A-Za-z_]\w*\.([\w.\[\]-]+?)\.*$")
@@ -84,6 +84,8 @@ class CheckReport:
     """Checks your own form makes on decode that a codec skips (not a failure)."""
     not_run: list[NotRun] = field(default_factory=list)
     """Code of your model a codec does not run (not a failure)."""
+    ran: list[str] = field(default_factory=list)
+    """Validators a derived codec runs (`--run-validators`), a line each."""
     explained: dict[tuple[str, str], Finding] = field(default_factory=dict)
     """Differences on a field whose validator the codec does not run (`not_run`):
     what that code changes, shown, not counted as a disagreement."""
@@ -173,6 +175,7 @@ def run_check(
         if codec in built
     }
     report.not_run = not_run(schema, asked)
+    report.ran = ran_by(schema, [c for c in asked if c in built])
     report.skipped = [
         Skipped(tuple(c for c in s.codecs if c in built), s.path, s.check)
         for s in skipped_checks(schema.shape, schema.source)
@@ -357,6 +360,11 @@ def render(report: CheckReport) -> str:
             "pydantic codecs run it, and their CPU figure includes it):"
         )
         lines += [f"  {n.line()}" for n in report.not_run]
+    if report.ran:
+        lines.append(
+            "code of your model a derived codec runs (its CPU figure includes it):"
+        )
+        lines += [f"  {line}" for line in report.ran]
     if report.skipped:
         lines.append(
             f"checks your own form makes that a codec skips ({len(report.skipped)}; "

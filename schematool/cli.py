@@ -110,6 +110,14 @@ def _check_flags(check: argparse.ArgumentParser) -> None:
         "--seed", type=int, default=0, metavar="N", help="payload seed (default: 0)"
     )
     check.add_argument(
+        "--run-validators",
+        action="store_true",
+        help="the derived msgspec Structs run your model's after validators (field, "
+        "model and AfterValidator ones that are plain functions of the value) in "
+        "__post_init__: msgspec-json, msgspec-msgpack, avro and capnp run them "
+        "(default: off; the report says which codecs ran them)",
+    )
+    check.add_argument(
         "--codecs",
         type=_names,
         default=None,
@@ -147,6 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "check" and args.count < 1:
             raise ConfigError(f"--count: expected at least 1, got {args.count}")
         schema = load_schema(args.schema)
+        if getattr(args, "run_validators", False):
+            schema = schema.with_validators()
         if args.command == "show":
             print(render_show(schema))
             return 0

@@ -68,6 +68,13 @@ _FLAGS: Final = (
         int,
     ),
     Flag(
+        "--run-validators",
+        ("codec", "run_validators"),
+        "a user's pydantic model: the derived msgspec Structs run its after "
+        "validators in __post_init__ (msgspec-json, msgspec-msgpack, avro, capnp)",
+        boolean=True,
+    ),
+    Flag(
         "--shadow-codec",
         ("codec", "shadow"),
         "also decode a sample with this codec, compare field by field, count "

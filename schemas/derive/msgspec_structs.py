@@ -90,8 +90,16 @@ _NUMERIC: Final = frozenset({"gt", "ge", "lt", "le", "multiple_of"})
 _NEVER: Final = frozenset({"max_digits", "decimal_places"})
 
 
-def build_structs(root: MessageShape) -> type[msgspec.Struct]:
-    """The Struct for `root`, built after the Structs it nests."""
+def build_structs(
+    root: MessageShape, post_inits: dict[int, Callable[[Any], None]] | None = None
+) -> type[msgspec.Struct]:
+    """The Struct for `root`, built after the Structs it nests.
+
+    Args:
+        root: the message's shape.
+        post_inits: a `__post_init__` by message shape id (a team's validators:
+            `schemas.user.struct_validators`); none by default.
+    """
     built: dict[int, Any] = {}
     tags = _tagged(root)
     unions = _untagged(root)
@@ -108,6 +116,9 @@ def build_structs(root: MessageShape) -> type[msgspec.Struct]:
                 "namespace": {name: _constant(value)},
             }
         rename = {f.name: f.alias for f in kept if f.alias}
+        post = (post_inits or {}).get(id(msg))
+        if post is not None:
+            options.setdefault("namespace", {})["__post_init__"] = post
         markers = [u for u in unions.values() if msg in u.shape.members]
         if markers:  # a member of an untagged union is an instance of its type
             options["bases"] = (_member_base(msg.name, markers),)

@@ -38,7 +38,7 @@ _IGNORED: Final = frozenset(
 )
 """Metadata that changes what is accepted, never the decoded value."""
 
-_VALIDATORS: Final = (AfterValidator, BeforeValidator, PlainValidator, WrapValidator)
+VALIDATORS: Final = (AfterValidator, BeforeValidator, PlainValidator, WrapValidator)
 EFFECTS: Final = {
     "after": "values arrive as sent: what it changes is not changed, what it "
     "rejects is accepted",
@@ -51,7 +51,7 @@ EFFECTS: Final = {
     "transform": "strings are not changed on the way in",
 }
 """What a validator that a codec does not run means for the values it decodes."""
-_MODES: Final = {
+MODES: Final = {
     AfterValidator: "after",
     BeforeValidator: "before",
     PlainValidator: "plain",
@@ -77,10 +77,9 @@ class MetaReader:
         self, item: Any, path: str, bounds: dict[str, Any], markers: set[str]
     ) -> None:
         refuse = self._refusals.add
-        if isinstance(item, _VALIDATORS):
-            mode = _MODES[type(item)]
-            what = f"{type(item).__name__} {_func(item)}"
-            self._refusals.notes.append((path, what, EFFECTS[mode]))
+        if isinstance(item, VALIDATORS):
+            mode = MODES[type(item)]
+            self._refusals.notes.append((path, note_label(item), EFFECTS[mode]))
         elif isinstance(item, PlainSerializer | WrapSerializer):
             refuse(path, f"custom serializer {_func(item)} changes the JSON wire")
         elif isinstance(item, EncodedBytes):
@@ -184,6 +183,11 @@ def _attributes(item: Any) -> dict[str, Any]:
     if dataclasses.is_dataclass(item):
         return {f.name: getattr(item, f.name) for f in dataclasses.fields(item)}
     return dict(vars(item))
+
+
+def note_label(item: Any) -> str:
+    """How a validator annotation is named in the notes: `AfterValidator 'f'`."""
+    return f"{type(item).__name__} {_func(item)}"
 
 
 def _func(item: Any) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -25,10 +25,11 @@ from schemas.derive.pydantic_models import build_models
 from schemas.errors import ConfigError
 from schemas.formats import DERIVED_CODECS, Refusals, carriage
 from schemas.prototext.parser import parse_proto
-from schemas.shape import MessageShape
+from schemas.shape import MessageShape, messages
 from schemas.user.msgspec_reader import read_struct
 from schemas.user.proto_reader import full_message_name, read_proto
 from schemas.user.pydantic_reader import read_model
+from schemas.user.struct_validators import RUN_BY, post_init
 
 SourceKind = Literal["pydantic", "msgspec", "proto"]
 
@@ -60,6 +61,23 @@ class UserSchema:
     proto_file: descriptor_pb2.FileDescriptorProto
     refused: dict[str, tuple[str, ...]] = field(default_factory=dict)
     notes: tuple[tuple[str, str, str], ...] = ()
+    on_struct: tuple[tuple[str, str, str], ...] = ()
+    validators_run_by: tuple[str, ...] = ()
+
+    def with_validators(self) -> UserSchema:
+        """This schema with a Struct that runs the model's after validators
+        (`--run-validators`: `schemas.user.struct_validators`); itself when the
+        model has none a Struct can run."""
+        runnable = any(not why for _, _, why in self.on_struct)
+        if self.source != "pydantic" or not runnable:
+            return self
+        post_inits = {}
+        for msg in messages(self.shape):
+            post = None if msg.source is None else post_init(msg.source)
+            if post is not None:
+                post_inits[id(msg)] = post
+        struct = build_structs(self.shape, post_inits)
+        return replace(self, struct=struct, validators_run_by=RUN_BY)
 
     def refusal(self, codec: str, more: tuple[str, ...] = ()) -> str | None:
         """Why `codec` cannot run this schema (one line per field), or None.
@@ -119,6 +137,7 @@ def from_class(cls: object, name: str) -> UserSchema:
             file,
             _msgspec_decodes(struct, refused),
             tuple(refusals.notes),
+            tuple((p, w, why) for (p, w), why in refusals.on_struct.items()),
         )
     if isinstance(cls, type) and issubclass(cls, msgspec.Struct):
         shape = read_struct(cls, refusals)

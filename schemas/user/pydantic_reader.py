@@ -33,7 +33,8 @@ from schemas.shape import (
     TypeShape,
     unique_name,
 )
-from schemas.user.field_bounds import EFFECTS, MetaReader
+from schemas.user.field_bounds import EFFECTS, MODES, VALIDATORS, MetaReader, note_label
+from schemas.user.struct_validators import why_not
 from schemas.user.type_hints import AnnotationReader
 
 _TRANSFORMS: Final = ("str_strip_whitespace", "str_to_lower", "str_to_upper")
@@ -164,6 +165,9 @@ class _ModelReader:
                 self._refusals.notes.append(
                     (_where(path, dec), label, _effect(attr, mode))
                 )
+                self._refusals.on_struct[(_where(path, dec), label)] = why_not(
+                    what, mode, dec.func
+                )
 
     def _field(self, name: str, info: FieldInfo, path: str) -> FieldShape:
         refuse = self._refusals.add
@@ -171,6 +175,12 @@ class _ModelReader:
         if info.exclude:
             refuse(path, "exclude=True drops the field from pydantic's JSON only")
         shape, nullable = self._types.field_type(info.annotation, info.metadata, path)
+        for item in info.metadata:  # a field's own validators (not nested ones)
+            if isinstance(item, VALIDATORS):
+                mode = MODES[type(item)]
+                self._refusals.on_struct[(path, note_label(item))] = why_not(
+                    type(item).__name__, mode, item.func
+                )
         default: Any = NO_DEFAULT
         factory: Any = info.default_factory
         if factory is not None and getattr(info, "default_factory_takes_data", False):

@@ -98,6 +98,10 @@ class CodecSettings(Section):
     schema_: Annotated[SchemaSpec, Field(alias="schema")] = "medium"
     """A built-in key or a user's `MODULE:NAME` / `FILE.proto:Message`, loaded
     while the settings are validated (`schemas.registry.resolve`)."""
+    run_validators: bool = False
+    """A user's pydantic model: its after validators run in the derived Structs'
+    `__post_init__` (`schemas.user.struct_validators`); off, they run in the
+    pydantic codecs only, and the CPU figures say so."""
     auto_json: JsonCodecName = "msgspec-json"
     auto_output: CodecName | None = None
     framing: Framing = "none"
@@ -139,7 +143,7 @@ class CodecSettings(Section):
     @property
     def forms(self) -> Schema | UserSchema:
         """The schema's forms; a user's was loaded when these settings were."""
-        return resolve(self.schema_)
+        return resolve(self.schema_, self.run_validators)
 
     def build(self) -> Codec[Any]:
         """The configured codec bound to the schema (built once, at start-up)."""
