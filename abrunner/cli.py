@@ -39,7 +39,7 @@ import service.settings.cli_flags as commands
 from abrunner.config import PREFERRED_BASELINE, TOOL, AbSettings
 from abrunner.framing import framed_plan
 from abrunner.lab import payload_sizing, runner
-from abrunner.plan import Plan, Profile, schema_limits
+from abrunner.plan import Plan, Profile, schema_limits, validator_lines
 from abrunner.report import compare, decisions, rejections
 from abrunner.report.logic_verdicts import judge as judge_logic
 from abrunner.report.tables import write
@@ -118,6 +118,13 @@ _FLAGS: Final = (
     ),
     Flag("--out", ("out",), "report directory", Path),
     Flag("--logic", ("logic",), "workers' logic: a team's MODULE:CALLABLE or a stub"),
+    Flag(
+        "--run-validators",
+        ("run_validators",),
+        "workers' derived Structs run your model's after validators (the report "
+        "says which codecs ran them)",
+        boolean=True,
+    ),
     Flag(
         "--processing-guarantee",
         ("processing_guarantee",),
@@ -218,6 +225,7 @@ def plan_from_settings(s: AbSettings) -> Plan:
         codecs=codecs,
         left_out=left_out,
         skipped=skipped,
+        validators=validator_lines(s.schema_, codecs, s.run_validators),
         profiles=tuple(profiles),
         baseline=baseline,
         out=str(s.out),

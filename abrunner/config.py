@@ -140,6 +140,9 @@ class AbSettings(BaseModel):
     processing_guarantee: Literal["at-least-once", "exactly-once"] = "at-least-once"
     """The workers' `--processing-guarantee`: exactly-once commits each batch's
     dead letters and offsets in one transaction (`service.delivery.transactions`)."""
+    run_validators: bool = False
+    """The workers' `--run-validators`: the derived Structs run a user's model's
+    after validators (`schemas.user.struct_validators`)."""
     logic: str | None = None
     """The workers' `--logic`: a team's `MODULE:CALLABLE` (loaded and checked here,
     `service.logic.user_handler`) or a built-in one; None: the worker's default."""
@@ -200,6 +203,8 @@ class AbSettings(BaseModel):
             out += ["--logic", self.logic]
         if self.processing_guarantee != "at-least-once":
             out += ["--processing-guarantee", self.processing_guarantee]
+        if self.run_validators:
+            out += ["--run-validators"]
         return (*out, *(w for a in self.worker_args for w in a.split("=", 1)))
 
     @property

@@ -19,6 +19,7 @@ from schemas.errors import ConfigError
 from schemas.registry import SCHEMA_NAMES, user_schema
 from schemas.user.skipped_checks import Skipped, skipped_checks
 from schemas.user.synthetic import make_payloads
+from schemas.user.validators import not_run, ran_by
 
 WARMUP_SEED: Final = 1
 MEASURED_SEED: Final = 2
@@ -113,6 +114,8 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
             (`UserSchema.refusal`): the others run.
         skipped: checks the user's own form makes that a measured codec skips,
             one "codecs: path: check" line each (`schemas.user.skipped_checks`).
+        validators: the model's validators each measured codec runs or does not
+            (`--run-validators`), one line each (`schemas.user.validators`).
         mode: `paired` (every codec of a repeat at once, on the same traffic,
             compared window by window) or `sequential` (one codec after another,
             in a rotated order); paired falls back to sequential where the
@@ -151,6 +154,7 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     loadgen_args: tuple[str, ...] = ()
     left_out: tuple[tuple[str, str], ...] = ()
     skipped: tuple[str, ...] = ()
+    validators: tuple[str, ...] = ()
     mode: Literal["paired", "sequential"] = "sequential"
     window_s: float = 1.0
     rotated: bool = False
@@ -326,3 +330,25 @@ def schema_limits(
         if any(c in kept for c in s.codecs)
     )
     return kept, left_out, skipped
+
+
+def validator_lines(
+    spec: str | None, codecs: tuple[str, ...], run_validators: bool
+) -> tuple[str, ...]:
+    """Which of the measured `codecs` run the user's model's validators and which
+    do not (what the pydantic codecs' CPU figures include and others' may not).
+
+    Args:
+        spec: the `--schema` setting (None: a built-in profile: none).
+        codecs: the codecs that run.
+        run_validators: the workers run them in the derived Structs.
+    """
+    user = None if spec is None else user_schema(spec)
+    if user is None:
+        return ()
+    if run_validators:
+        user = user.with_validators()
+    return (
+        *(line for line in ran_by(user, codecs)),
+        *(n.line() for n in not_run(user, codecs)),
+    )

@@ -177,4 +177,13 @@ def schema_limits(plan: Plan) -> list[str]:
             *(f"- {line}" for line in plan.skipped),
             "",
         ]
+    if plan.validators:
+        lines += [
+            "Your model's validators: the codecs that run them (their CPU figure "
+            "includes them) and those that do not (`--run-validators` runs the "
+            "after validators in the msgspec, Avro and Cap'n Proto Structs):",
+            "",
+            *(f"- {line}" for line in plan.validators),
+            "",
+        ]
     return lines

@@ -224,6 +224,26 @@ class TestSchemaLimits:
         assert "- Order.items[].quantity: protobuf skips ge=1, le=100" in md
         assert "that a measured codec skips (its CPU figure does not include them" in md
 
+    def test_the_report_says_which_codecs_ran_the_validators(self) -> None:
+        """`--run-validators`: the msgspec workers run the after validators, the
+        protobuf ones do not; without it, no derived codec does (issue 29, item 3)."""
+        codecs = ("--codecs", "json+pydantic,msgspec-json,protobuf")
+        on = plan("--schema", "parcels:Parcel", *codecs, "--run-validators")
+        assert "--run-validators" in on.worker_args
+        upper = "Parcel.tracking: field_validator(mode='after') 'upper'"
+        assert f"{upper} run by msgspec-json (--run-validators)" in on.validators
+        assert any(
+            line.startswith(f"{upper} not run by protobuf:") for line in on.validators
+        )
+        md = abreport.markdown(msgspec.structs.replace(_report(None), plan=on))
+        assert f"- {upper} run by msgspec-json (--run-validators)" in md
+        off = plan("--schema", "parcels:Parcel", *codecs)
+        assert "--run-validators" not in off.worker_args
+        assert any(
+            line.startswith(f"{upper} not run by msgspec-json, protobuf:")
+            for line in off.validators
+        )
+
     def test_a_pattern_no_payload_can_match_fails_before_any_case(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:

@@ -18,6 +18,7 @@ from schemas.errors import DecodeError
 from schemas.user.loader import UserSchema, from_class
 from schemas.user.validators import not_run, ran_by
 from schematool.cli import main as schema_main
+from service.settings.worker import CodecSettings
 from tests.fixtures.usermodels.parcels import Parcel
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"
@@ -107,3 +108,20 @@ class TestReported:
         assert "'upper' run by msgspec-json (--run-validators)" in out
         assert schema_main(args) == 0
         assert "(--run-validators)" not in capsys.readouterr().out
+
+
+class TestWorkerSetting:
+    def test_codec_worker_run_validators_builds_the_validating_codec(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.syspath_prepend(str(FIXTURES))
+        wire = b'{"tracking": "ab12", "weight_kg": 1.0}'
+        for run, tracking in ((True, "AB12"), (False, "ab12")):
+            codec = CodecSettings.model_validate(
+                {
+                    "name": "msgspec-json",
+                    "schema": "parcels:Parcel",
+                    "run_validators": run,
+                }
+            ).build()
+            assert codec.decode(wire).tracking == tracking
