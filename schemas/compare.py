@@ -154,6 +154,19 @@ def _member_of_read(value: Any, shape: UnionOf) -> TypeShape | None:
     return next((m for m in messages if {f.name for f in m.fields} == keys), None)
 
 
+def _same_keys(value: Any, shape: UnionOf, first: TypeShape) -> list[MessageShape]:
+    """The other message members a read dict's keys fit (an untagged union's
+    members may share field names: the values tell them apart)."""
+    keys = set(value) if isinstance(value, dict) else set()
+    return [
+        m
+        for m in shape.members
+        if isinstance(m, MessageShape)
+        and m is not first
+        and {f.name for f in m.fields} == keys
+    ]
+
+
 def _timedelta(text: str) -> datetime.timedelta:
     try:
         return msgspec.convert(text, datetime.timedelta)
@@ -201,7 +214,11 @@ def diff(
     if isinstance(shape, UnionOf):
         member = _member_of_read(expected, shape)
         if member is not None:
-            return diff(expected, actual, member, path)
+            found = diff(expected, actual, member, path)
+            for other in _same_keys(expected, shape, member) if found else ():
+                if not diff(expected, actual, other, path):
+                    return []  # an untagged member with the same fields
+            return found
     if isinstance(shape, TupleOf) and isinstance(expected, list):
         if not isinstance(actual, list) or len(actual) != len(expected):
             return [(path, f"{_length(expected)} != {_length(actual)}")]
