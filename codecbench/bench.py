@@ -303,6 +303,7 @@ def run(
     progress: Progress | None = None,
     schemas: Sequence[str] = (),
     framing: str = "none",
+    run_validators: bool = False,
 ) -> BenchReport:
     """Measure every codec on every profile; the library entry point of `codec-bench`.
 
@@ -324,6 +325,8 @@ def run(
             it (`BenchReport.left_out`).
         framing: `confluent`: each codec with a registry type also measured
             framed, the row `<codec>+confluent` right after its twin.
+        run_validators: the users' schemas' Structs run their after validators
+            (`--run-validators`, `schemas.user.struct_validators`).
 
     Returns:
         The report; `report.case(codec, profile)` picks one result.
@@ -344,6 +347,8 @@ def run(
     names = check_codecs(codecs)
     built = check_profiles(profiles, allow_none=bool(schemas))
     users = [load_schema(spec) for spec in dict.fromkeys(schemas)]
+    if run_validators:
+        users = [u.with_validators() for u in users]
     for schema in built:
         try:
             field_paths(shape_of(SCHEMAS[schema]), read_fields)

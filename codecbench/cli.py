@@ -123,6 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the same as --read-fields K (default: --read-fields)",
     )
     parser.add_argument(
+        "--run-validators",
+        action="store_true",
+        help="--schemas: the derived Structs run your model's after validators, as "
+        "codec-worker --run-validators (default: off)",
+    )
+    parser.add_argument(
         "--framing",
         choices=("none", "confluent"),
         default="none",
@@ -166,6 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress=_progress if sys.stderr.isatty() else None,
             schemas=args.schemas,
             framing=args.framing,
+            run_validators=args.run_validators,
         )
     except ConfigError as exc:
         print(f"codec-bench: error: {exc}", file=sys.stderr)
