@@ -36,6 +36,7 @@ from types import GenericAlias
 from typing import Annotated, Any, Final, Literal, NamedTuple, Union
 
 import msgspec
+import pydantic
 
 from schemas.shape import (
     Choice,
@@ -180,6 +181,41 @@ def hooks(struct: type) -> Hooks:
     return Hooks(enc_hook, dec_hook)
 
 
+class _AnyTimedelta(type):
+    """Every `timedelta` is an `IsoDuration`: msgspec takes the hook's plain one."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, datetime.timedelta)
+
+
+class IsoDuration(datetime.timedelta, metaclass=_AnyTimedelta):
+    """A derived Struct's `timedelta` field: read by `dec_hook` (`iso_duration`),
+    so the year unit pydantic writes (`P1Y`) is read as pydantic reads it; the
+    attribute is a plain `timedelta`, written by msgspec as before."""
+
+    __slots__ = ()
+
+
+def iso_duration(text: str) -> datetime.timedelta:
+    """msgspec's reading of an ISO 8601 duration, and pydantic's where it has a
+    year unit (pydantic writes 365 days as `P1Y`, which msgspec rejects).
+
+    Raises:
+        ValueError: neither reads it (msgspec's `ValidationError` at decode).
+    """
+    try:
+        return msgspec.convert(text, datetime.timedelta)
+    except msgspec.ValidationError:
+        if "Y" not in text.split("T", 1)[0]:
+            raise
+    return _PYDANTIC_TIMEDELTA.validate_python(
+        text
+    )  # its ValidationError: a ValueError
+
+
+_PYDANTIC_TIMEDELTA: Final = pydantic.TypeAdapter(datetime.timedelta)
+
+
 def _carried_as_text(root: MessageShape) -> dict[Any, Callable[..., Any]]:
     out: dict[Any, Callable[..., Any]] = {}
     pending: list[Any] = [f.type for m in messages(root) for f in m.fields]
@@ -187,6 +223,8 @@ def _carried_as_text(root: MessageShape) -> dict[Any, Callable[..., Any]]:
         shape = pending.pop()
         if isinstance(shape, Foreign) and shape.text is not None:
             out[shape.annotation] = shape.text
+        if isinstance(shape, Scalar) and shape.kind == "timedelta":
+            out[IsoDuration] = iso_duration
         if not isinstance(shape, MessageShape):
             pending.extend(parts(shape))
     return out
@@ -269,6 +307,8 @@ def _annotation(shape: TypeShape, built: dict[int, type[msgspec.Struct]]) -> Any
     elif isinstance(shape, MapOf):
         key, value = _annotation(shape.key, built), _annotation(shape.value, built)
         base = GenericAlias(dict, (key, value))
+    elif shape.kind == "timedelta":
+        base = IsoDuration
     else:
         base = PYTHON_TYPES[shape.kind]
     kind = shape.kind if isinstance(shape, Scalar) else ""
