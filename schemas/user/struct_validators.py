@@ -33,10 +33,10 @@ from pydantic._internal._decorators import inspect_validator
 RUN_BY: Final = ("msgspec-json", "msgspec-msgpack", "avro", "capnp")
 """The derived codecs that decode into the Struct, so run its `__post_init__`."""
 NESTED: Final = (
-    "--run-validators runs a field's own after validators only, not one inside "
-    "a container or union"
+    "--run-validators runs the after validators of a field or a model only, not "
+    "one inside a container or union, nor a transform"
 )
-"""Why a validator read inside a list, dict, Optional or union does not run."""
+"""Why a note the reader did not mark (a nested validator, a transform) does not run."""
 
 
 def why_not(kind: str, mode: str, func: Any) -> str:
