@@ -34,6 +34,7 @@ from service.shadow.verdict import Comparer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usermodels"
 PAYMENT = "tests.fixtures.usermodels.checkout:PaymentSettled"
+ORDER = "tests.fixtures.usermodels.checkout:OrderPlaced"
 COUNT = 200
 NAIVE = {i for i in range(COUNT) if i % 20 in (0, 7, 13)}
 LAX = {i for i in range(COUNT) if i % 10 == 5}
@@ -225,3 +226,29 @@ def test_protobuf_json_names_read_back_as_attribute_paths() -> None:
     assert by_attribute("method.card.threeDs", shape) == "method<Card>.three_ds"
     assert by_attribute("receiptCodes[3]", shape) == "receipt_codes[3]"
     assert by_attribute("noSuchKey", shape) == "noSuchKey"
+
+
+class TestShowDerive:
+    """`show` and `derive` give the verdict `check`, codec-ab and the worker give."""
+
+    def test_show_lists_every_refused_field_of_every_derived_codec(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        assert schema_main(["show", ORDER]) == 0
+        out = capsys.readouterr().out
+        assert "protobuf: refused: protobuf cannot carry 8 fields of " in out
+        assert "flatbuffers: refused: flatbuffers cannot carry 6 fields of " in out
+        assert "  OrderPlaced.refunds: FlatBuffers map keys are str or int" in out
+        assert "capnp: refused: capnp cannot carry 4 fields of " in out
+        assert "avro: refused: avro cannot carry 6 fields of " in out
+
+    def test_derive_gives_no_proto_for_a_model_protobuf_cannot_carry(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        assert schema_main(["derive", ORDER, "--form", "proto"]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith(f"// protobuf: cannot hold {ORDER}: "), out
+        assert "message OrderPlaced" not in out
+        assert "  OrderPlaced.terminal: protobuf has no fixed-length tuple" in out
+        assert schema_main(["derive", PAYMENT, "--form", "proto"]) == 0
+        assert "message PaymentSettled {" in capsys.readouterr().out
