@@ -109,7 +109,11 @@ def sentence(report: Report, profile: str, codec: str) -> str:
             f"{new:,.0f} bytes a message on the wire against {old:,.0f}"
             f"{_versus(report, profile, codec, 'wire_bytes', new, old)}"
         )
-    parts.append(_rejected(row))
+    uncarried = _uncarried(report, profile, codec)
+    rejected = _rejected(row)
+    if uncarried and not row.dead_lettered:
+        rejected = "it rejected none of the traffic it was sent"
+    parts.append(rejected + uncarried)
     handler = dict(report.plan.logic_verdicts).get(codec)
     if handler is not None:
         parts.append(f"your handler on its objects: {handler}")
@@ -169,6 +173,24 @@ def _cpu(report: Report, profile: str, codec: str, row: Row, base: Row) -> str:
             f"{base_cores:.2f}"
         )
     return text
+
+
+def _uncarried(report: Report, profile: str, codec: str) -> str:
+    """A replay's recorded messages the codec's format could not carry (not sent
+    in its case), as the rejection reasons count them (the first run's)."""
+    runs = [
+        r
+        for r in report.results
+        if r.codec == codec and r.profile == profile and r.error is None
+    ]
+    left = sum(runs[0].not_carried.values()) if runs else 0
+    if not left:
+        return ""
+    total = runs[0].recorded or left
+    return (
+        f", and could not carry {left:,} of the {total:,} recorded messages "
+        f"({left / total:.1%}, not sent in its case: see the rejection reasons)"
+    )
 
 
 def _rejected(row: Row) -> str:
