@@ -39,7 +39,7 @@ import service.settings.cli_flags as commands
 from abrunner.config import PREFERRED_BASELINE, TOOL, AbSettings
 from abrunner.framing import framed_plan
 from abrunner.lab import payload_sizing, runner
-from abrunner.plan import Plan, Profile, schema_limits
+from abrunner.plan import Plan, Profile, code_not_run, schema_limits
 from abrunner.report import compare, decisions, rejections
 from abrunner.report.logic_verdicts import judge as judge_logic
 from abrunner.report.tables import write
@@ -218,6 +218,7 @@ def plan_from_settings(s: AbSettings) -> Plan:
         codecs=codecs,
         left_out=left_out,
         skipped=skipped,
+        not_run=code_not_run(s.schema_, codecs),
         profiles=tuple(profiles),
         baseline=baseline,
         out=str(s.out),

@@ -19,6 +19,7 @@ from schemas.errors import ConfigError
 from schemas.registry import SCHEMA_NAMES, user_schema
 from schemas.user.skipped_checks import Skipped, skipped_checks
 from schemas.user.synthetic import make_payloads
+from schemas.user.validators import not_run
 
 WARMUP_SEED: Final = 1
 MEASURED_SEED: Final = 2
@@ -113,6 +114,9 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
             (`UserSchema.refusal`): the others run.
         skipped: checks the user's own form makes that a measured codec skips,
             one "codecs: path: check" line each (`schemas.user.skipped_checks`).
+        not_run: the code of the user's model (validators, computed fields, a
+            callable discriminator) a measured codec does not run, one "path:
+            what not run by codecs: effect" line each (`schemas.user.validators`).
         mode: `paired` (every codec of a repeat at once, on the same traffic,
             compared window by window) or `sequential` (one codec after another,
             in a rotated order); paired falls back to sequential where the
@@ -151,6 +155,7 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     loadgen_args: tuple[str, ...] = ()
     left_out: tuple[tuple[str, str], ...] = ()
     skipped: tuple[str, ...] = ()
+    not_run: tuple[str, ...] = ()
     mode: Literal["paired", "sequential"] = "sequential"
     window_s: float = 1.0
     rotated: bool = False
@@ -326,3 +331,10 @@ def schema_limits(
         if any(c in kept for c in s.codecs)
     )
     return kept, left_out, skipped
+
+
+def code_not_run(spec: str | None, codecs: tuple[str, ...]) -> tuple[str, ...]:
+    """The code of a user's model that a measured codec does not run, a line each
+    (`codec-schema check` lists the same); () for a built-in profile."""
+    user = None if spec is None else user_schema(spec)
+    return () if user is None else tuple(n.line() for n in not_run(user, codecs))

@@ -39,6 +39,19 @@ def skipped_by(report: Report, codec: str) -> list[str]:
     return found
 
 
+def not_run_by(report: Report, codec: str) -> list[str]:
+    """The model's code `codec` does not run, from the plan's "path: what not run
+    by codecs: effect" lines, as "path (what)"."""
+    found = []
+    for line in report.plan.not_run:
+        head, sep, _ = line.partition(" not run by ")
+        who = line[len(head) + len(sep) :].split(": ")[0]
+        if sep and codec in [c.strip() for c in who.split(",")]:
+            path, _, what = head.partition(": ")
+            found.append(f"{path} ({what})")
+    return found
+
+
 def _ratio(report: Report, profile: str, codec: str, figure: str) -> Ratio | None:
     return next(
         (
@@ -117,6 +130,12 @@ def sentence(report: Report, profile: str, codec: str) -> str:
     handler = dict(report.plan.logic_verdicts).get(codec)
     if handler is not None:
         parts.append(f"your handler on its objects: {handler}")
+    code = not_run_by(report, codec)
+    if code:
+        parts.append(
+            f"it does not run {len(code)} of your model's validators, computed "
+            "fields and discriminators: " + "; ".join(code)
+        )
     skipped = skipped_by(report, codec)
     if skipped:
         parts.append(

@@ -164,7 +164,8 @@ def invalid_latencies(report: Report) -> str | None:
 
 
 def schema_limits(plan: Plan) -> list[str]:
-    """The codecs left out for the schema, and the checks a measured codec skips."""
+    """The codecs left out for the schema, the checks a measured codec skips, and
+    the model's code it does not run."""
     lines: list[str] = []
     for codec, why in plan.left_out:
         reason = why.replace("\n  ", " ").removeprefix("schema error: ")
@@ -175,6 +176,15 @@ def schema_limits(plan: Plan) -> list[str]:
             "CPU figure does not include them; `codec-schema check` lists the same):",
             "",
             *(f"- {line}" for line in plan.skipped),
+            "",
+        ]
+    if plan.not_run:
+        lines += [
+            "Code of your model a measured codec does not run (the pydantic codecs "
+            "run it, and their CPU figure includes it; `codec-schema check` lists "
+            "the same):",
+            "",
+            *(f"- {line}" for line in plan.not_run),
             "",
         ]
     return lines

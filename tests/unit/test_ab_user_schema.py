@@ -14,7 +14,7 @@ from abrunner.config import TOOL, AbSettings
 from abrunner.lab import inprocess_bench, runner
 from abrunner.lab.processes import child_env
 from abrunner.plan import Case, Plan, Profile
-from abrunner.report import tables as abreport
+from abrunner.report import answer, tables as abreport
 from abrunner.results import CaseResult, Report
 from codec import get_codec
 from loadgen.recording import Record, RecordingInfo, RecordingWriter
@@ -223,6 +223,29 @@ class TestSchemaLimits:
         md = abreport.markdown(msgspec.structs.replace(report, plan=p))
         assert "- Order.items[].quantity: protobuf skips ge=1, le=100" in md
         assert "that a measured codec skips (its CPU figure does not include them" in md
+
+    def test_the_code_a_measured_codec_does_not_run_is_in_the_report(self) -> None:
+        """Validators and computed fields the derived codecs skip: `check` lists
+        them; the A/B report, whose CPU figures they change, did not."""
+        spec = "checkout:PaymentSettled"
+        p = plan("--schema", spec, "--codecs", "json+pydantic,msgspec-json,avro")
+        wrap = (
+            "PaymentSettled: model_validator(mode='wrap') 'default_currency' not run "
+            "by msgspec-json, avro: "
+        )
+        assert any(line.startswith(wrap) for line in p.not_run), p.not_run
+        md = abreport.markdown(msgspec.structs.replace(_report(None), plan=p))
+        assert f"- {wrap}" in md
+        assert "Code of your model a measured codec does not run" in md
+        with_plan = msgspec.structs.replace(_report(None), plan=p)
+        assert answer.not_run_by(with_plan, "avro")[:2] == [
+            "PaymentSettled (model_validator(mode='wrap') 'default_currency')",
+            "PaymentSettled (computed_field 'is_card')",
+        ]
+        assert len(answer.not_run_by(with_plan, "avro")) == 5
+        assert answer.not_run_by(with_plan, "json+pydantic") == []
+        only = plan("--schema", spec, "--codecs", "json+pydantic,orjson+pydantic")
+        assert only.not_run == ()
 
     def test_a_pattern_no_payload_can_match_fails_before_any_case(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
