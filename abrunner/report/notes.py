@@ -168,8 +168,12 @@ def schema_limits(plan: Plan) -> list[str]:
     the model's code it does not run."""
     lines: list[str] = []
     for codec, why in plan.left_out:
-        reason = why.replace("\n  ", " ").removeprefix("schema error: ")
-        lines += [f"**Left out: `{codec}`**: {reason}.", ""]
+        head, *fields = why.removeprefix("schema error: ").splitlines()
+        if not fields:
+            lines += [f"**Left out: `{codec}`**: {head}.", ""]
+            continue
+        lines += [f"**Left out: `{codec}`**: {head}", ""]
+        lines += [f"- {line.strip()}" for line in fields] + [""]
     if plan.skipped:
         lines += [
             "Checks your own form makes on decode that a measured codec skips (its "
@@ -188,3 +192,14 @@ def schema_limits(plan: Plan) -> list[str]:
             "",
         ]
     return lines
+
+
+def left_out(plan: Plan) -> str | None:
+    """The terminal's word on each codec the schema left out (report.md lists
+    every field); None when none was."""
+    said = []
+    for codec, why in plan.left_out:
+        head = why.removeprefix("schema error: ").splitlines()[0].rstrip(":")
+        where = plan.out_dir / "report.md"
+        said.append(f"Left out: `{codec}` ({head}; each is listed in {where}).")
+    return "\n\n".join(said) or None

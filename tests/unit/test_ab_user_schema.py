@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from pathlib import Path
@@ -15,6 +16,7 @@ from abrunner.lab import inprocess_bench, runner
 from abrunner.lab.processes import child_env
 from abrunner.plan import Case, Plan, Profile
 from abrunner.report import answer, tables as abreport
+from abrunner.report.terminal import print_tables
 from abrunner.results import CaseResult, Report
 from codec import get_codec
 from loadgen.recording import Record, RecordingInfo, RecordingWriter
@@ -208,9 +210,29 @@ class TestSchemaLimits:
             )
         )
         assert (
-            "**Left out: `protobuf`**: protobuf cannot carry a field of tallies:Tally: "
-            "Tally.total: its bounds allow ints past 64 bits" in md
+            "**Left out: `protobuf`**: protobuf cannot carry a field of tallies:Tally:"
+            "\n\n- Tally.total: its bounds allow ints past 64 bits" in md
         )
+
+    def test_left_out_a_line_per_field_and_said_on_the_terminal(self) -> None:
+        """report.md ran every field's reason into one line; the terminal said
+        nothing of a codec the default set left out."""
+        p = plan("--schema", "checkout:OrderPlaced", "--out", "ab-orders")
+        assert [codec for codec, _ in p.left_out] == ["protobuf"]
+        report = msgspec.structs.replace(_report(None), plan=p)
+        md = abreport.markdown(report)
+        assert (
+            "**Left out: `protobuf`**: protobuf cannot carry 8 fields of "
+            "checkout:OrderPlaced:\n\n"
+            "- OrderPlaced.pickup_slot: no protobuf type decodes to a time of day\n"
+            "- OrderPlaced.hold_for: google.protobuf.Duration is not mapped"
+        ) in md
+        out = io.StringIO()
+        print_tables(report, out)
+        assert (
+            "Left out: `protobuf` (protobuf cannot carry 8 fields of "
+            "checkout:OrderPlaced; each is listed in ab-orders/report.md)."
+        ) in out.getvalue()
 
     def test_an_explicit_baseline_left_out_is_an_error(self) -> None:
         with pytest.raises(ConfigError, match="--baseline 'protobuf' is not among"):
