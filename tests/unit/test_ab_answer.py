@@ -164,7 +164,7 @@ def test_a_teams_handler_verdict_is_in_the_codecs_sentence() -> None:
 
 
 def test_a_replay_the_codec_could_not_wholly_carry_is_said_in_its_sentence() -> None:
-    """"rejected none of this traffic" read as "carries all of it" beside the
+    """The sentence said "rejected none of this traffic" (all carried) beside the
     rejections' "could not carry 300 of the 2,000 recorded messages"."""
     naive = {"bookedAt: a datetime without a timezone (avro holds instants)": 300}
     r = _decided(

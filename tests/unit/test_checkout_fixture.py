@@ -111,7 +111,7 @@ def _settings(path: Path, target: str) -> LoadgenSettings:
     )
 
 
-def _dead_letters(target: str, values: list[bytes | None]) -> int:
+def _dead_letters(target: CodecName, values: list[bytes | None]) -> int:
     codec = get_codec(target, _settings(Path("x.rec"), target).forms)
     dead = 0
     for v in values:
@@ -188,7 +188,7 @@ class TestReplay:
         [("json+pydantic", 0), ("orjson+pydantic", 0), ("msgspec-json", len(LAX))],
     )
     def test_json_cases_read_the_recorded_bytes(
-        self, recording: Path, target: str, dead: int
+        self, recording: Path, target: CodecName, dead: int
     ) -> None:
         source = replay_source(_settings(recording, target), 1)
         assert source.values == VALUES  # byte for byte
@@ -296,7 +296,7 @@ def _order(i: int) -> bytes:
         ("msgspec-json", len({i for i in LAX if i % 11})),  # lax with items
     ],
 )
-def test_the_full_models_replay(tmp_path: Path, target: str, dead: int) -> None:
+def test_the_full_models_replay(tmp_path: Path, target: CodecName, dead: int) -> None:
     path = tmp_path / "orders.rec"
     with RecordingWriter(path, RecordingInfo("orders", 1, 1)) as out:
         for i in range(COUNT):
