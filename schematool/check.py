@@ -39,7 +39,7 @@ from schemas.user.skipped_checks import Skipped, skipped_checks
 from schemas.user.synthetic import SynthOptions, make_payloads
 from schemas.user.validators import NotRun, not_run
 from schematool.codecs import WIRE_CODECS, user_codec
-from schematool.failures import error_text, failed_at
+from schematool.failures import error_text, failed_at, naive_read_back
 
 _REFERENCE: Final = {
     "pydantic": "json+pydantic",
@@ -223,7 +223,9 @@ def _check_payload(
     ref = report.reference if report.reference in read else next(iter(read))
     for name, value in read.items():
         for path, what in diff(read[ref], value, shape, root):
-            report.add(name, path, f"{path}: {what} (vs {ref})", index)
+            below = path.removeprefix(root)
+            said = naive_read_back(read[ref], value, below, name) or what
+            report.add(name, path, f"{path}: {said} (vs {ref})", index)
     json_codecs = [n for n in wire if built[n].content_type == JSON]
     for writer in json_codecs:
         for reader in json_codecs:

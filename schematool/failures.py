@@ -43,6 +43,32 @@ def failed_at(
     return next(_wide_ints(payload, shape, shape.name), shape.name), error_text(exc)
 
 
+def naive_read_back(expected: Any, actual: Any, path: str, codec: str) -> str:
+    """How `codec` changed a naive datetime at `path` (a `diff` path below the
+    root), in the replay's words; "" when that is not the change."""
+    before, after = _read_at(expected, path), _read_at(actual, path)
+    if not (
+        isinstance(before, datetime.datetime) and isinstance(after, datetime.datetime)
+    ):
+        return ""
+    if before.tzinfo is None and after.tzinfo is not None:
+        return f"a datetime without a timezone ({codec} holds instants: it reads back as UTC)"
+    return ""
+
+
+def _read_at(value: Any, path: str) -> Any:
+    """The part of a `read_native` value at `.field[2]['key']` (None: not there)."""
+    for step in re.findall(r"\.(\w+)|\[(-?\d+)\]", path):
+        name, index = step
+        if name and isinstance(value, dict):
+            value = value.get(name)
+        elif index and isinstance(value, list | tuple) and int(index) < len(value):
+            value = value[int(index)]
+        else:
+            return None
+    return value
+
+
 def by_attribute(wire: str, shape: MessageShape) -> str:
     """A path of JSON names (`method.card.lastFour`, `items[0].unitPrice`) as the
     check writes paths: attribute names, a union's member as `<Member>`; a step it

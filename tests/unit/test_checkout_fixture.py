@@ -159,6 +159,11 @@ class TestCheck:
             ": from_builtins failed: a datetime without a timezone (a protobuf "
             "Timestamp is an instant)" in lines[0]
         )
+        for line, fmt in zip(lines[1:], INSTANTS[1:], strict=True):
+            assert (  # in the replay's words, not two reprs cut short
+                ": PaymentSettled.booked_at: a datetime without a timezone "
+                f"({fmt} holds instants: it reads back as UTC) (vs json+pydantic)"
+            ) in line, line
         codecs = ("json+pydantic", "msgspec-json", "msgspec-msgpack")
         named = ["--codecs", ",".join(codecs)]
         assert schema_main(["check", "checkout:PaymentSettled", *named]) == 0
