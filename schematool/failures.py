@@ -21,7 +21,7 @@ _PB_PATH: Final = re.compile(r" at [A-Za-z_]\w*\.([\w.\[\]-]+?)\.*$")
 """protobuf's json_format ends a ParseError with `at Message.field.sub.` (two dots
 after a field inside a repeated message: `at M.items[0].at..`)."""
 _STEP: Final = re.compile(r"(?P<name>[A-Za-z_]\w*)(?P<index>(?:\[[^\]]*\])*)")
-_NAIVE: Final = "a datetime without a timezone (a protobuf Timestamp is an instant)"
+_NAIVE: Final = "a datetime without a timezone (protobuf's Timestamp holds instants)"
 
 
 def failed_at(

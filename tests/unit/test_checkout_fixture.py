@@ -156,8 +156,8 @@ class TestCheck:
         for line in lines:  # attribute paths, as every line of the check has them
             assert line.split(": ")[1] == "PaymentSettled.booked_at", line
         assert (
-            ": from_builtins failed: a datetime without a timezone (a protobuf "
-            "Timestamp is an instant)" in lines[0]
+            ": from_builtins failed: a datetime without a timezone (protobuf's "
+            "Timestamp holds instants)" in lines[0]
         )
         for line, fmt in zip(lines[1:], INSTANTS[1:], strict=True):
             assert (  # in the replay's words, not two reprs cut short
