@@ -36,10 +36,10 @@ from typing import Any, Final
 from rich.console import Console
 
 import service.settings.cli_flags as commands
-from abrunner.config import PREFERRED_BASELINE, TOOL, AbSettings
+from abrunner.config import DEFAULT_CODECS, PREFERRED_BASELINE, TOOL, AbSettings
 from abrunner.framing import framed_plan
 from abrunner.lab import payload_sizing, runner
-from abrunner.plan import Plan, Profile, schema_limits, validator_lines
+from abrunner.plan import Plan, Profile, code_not_run, schema_limits, validator_lines
 from abrunner.report import compare, decisions, rejections
 from abrunner.report.logic_verdicts import judge as judge_logic
 from abrunner.report.tables import write
@@ -59,7 +59,8 @@ _FLAGS: Final = (
         "--codecs",
         ("codecs",),
         "comma-separated codec keys",
-        default="every wire codec",
+        default="the six migration codecs, " + ",".join(DEFAULT_CODECS) + "; "
+        "flatbuffers, capnp and avro run when named",
     ),
     Flag(
         "--framing",
@@ -226,6 +227,7 @@ def plan_from_settings(s: AbSettings) -> Plan:
         left_out=left_out,
         skipped=skipped,
         validators=validator_lines(s.schema_, codecs, s.run_validators),
+        not_run=code_not_run(s.schema_, codecs, s.run_validators),
         profiles=tuple(profiles),
         baseline=baseline,
         out=str(s.out),
@@ -249,6 +251,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         from abrunner.staging import cli as staging_cli
 
         return staging_cli.main(given[1:])
+    if given[:1] == ["record"]:  # the step before --replay is the load generator's
+        rest = " ".join(given[1:]) or "--topic T --out FILE"
+        out = given[given.index("--out") + 1] if "--out" in given[:-1] else "FILE"
+        print(
+            "codec-ab: error: 'record' is not a codec-ab command: record with "
+            f"`codec-loadgen record {rest}`, then replay with `codec-ab --replay "
+            f"{out}`",
+            file=sys.stderr,
+        )
+        return 2
     args = build_parser().parse_args(argv)
     settings = commands.settings_or_status(AbSettings, TOOL, args, _FLAGS)
     if isinstance(settings, int):

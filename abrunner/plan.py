@@ -114,8 +114,11 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
             (`UserSchema.refusal`): the others run.
         skipped: checks the user's own form makes that a measured codec skips,
             one "codecs: path: check" line each (`schemas.user.skipped_checks`).
-        validators: the model's validators each measured codec runs or does not
-            (`--run-validators`), one line each (`schemas.user.validators`).
+        validators: the model's validators a measured codec runs in its derived
+            Struct (`--run-validators`), one "... run by codecs" line each.
+        not_run: the code of the user's model (validators, computed fields, a
+            callable discriminator) a measured codec does not run, one "path:
+            what not run by codecs: effect" line each (`schemas.user.validators`).
         mode: `paired` (every codec of a repeat at once, on the same traffic,
             compared window by window) or `sequential` (one codec after another,
             in a rotated order); paired falls back to sequential where the
@@ -155,6 +158,7 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     left_out: tuple[tuple[str, str], ...] = ()
     skipped: tuple[str, ...] = ()
     validators: tuple[str, ...] = ()
+    not_run: tuple[str, ...] = ()
     mode: Literal["paired", "sequential"] = "sequential"
     window_s: float = 1.0
     rotated: bool = False
@@ -335,20 +339,27 @@ def schema_limits(
 def validator_lines(
     spec: str | None, codecs: tuple[str, ...], run_validators: bool
 ) -> tuple[str, ...]:
-    """Which of the measured `codecs` run the user's model's validators and which
-    do not (what the pydantic codecs' CPU figures include and others' may not).
+    """The user's validators that a measured codec runs in its derived Struct
+    (`--run-validators`), a line each; () without it or for a built-in profile."""
+    user = None if spec is None or not run_validators else user_schema(spec)
+    return () if user is None else tuple(ran_by(user.with_validators(), codecs))
+
+
+def code_not_run(
+    spec: str | None, codecs: tuple[str, ...], run_validators: bool = False
+) -> tuple[str, ...]:
+    """The code of a user's model that a measured codec does not run, a line each
+    (`codec-schema check` lists the same); () for a built-in profile.
 
     Args:
         spec: the `--schema` setting (None: a built-in profile: none).
         codecs: the codecs that run.
-        run_validators: the workers run them in the derived Structs.
+        run_validators: the workers run the after validators in the derived
+            Structs, so those are not listed as not run by the codecs that do.
     """
     user = None if spec is None else user_schema(spec)
     if user is None:
         return ()
     if run_validators:
         user = user.with_validators()
-    return (
-        *(line for line in ran_by(user, codecs)),
-        *(n.line() for n in not_run(user, codecs)),
-    )
+    return tuple(n.line() for n in not_run(user, codecs))

@@ -21,8 +21,9 @@ def native_to_builtins(obj: Any) -> dict[str, Any]:
         )
         return out
     if isinstance(obj, BaseModel):
-        # bytes, datetimes, enums as JSON has them; keys as the wire has them.
-        return obj.model_dump(mode="json", by_alias=True)
+        # bytes, datetimes, enums as JSON has them; keys as the wire has them; a
+        # computed field is no field of the message (protobuf's parser refuses it).
+        return obj.model_dump(mode="json", by_alias=True, exclude_computed_fields=True)
     if isinstance(obj, Message):
         return message_to_builtins(obj)
     if isinstance(obj, LazyView):  # a FlatBuffers view: read, then as msgspec has it

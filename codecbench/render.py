@@ -156,9 +156,11 @@ def _left_out(report: BenchReport) -> list[str]:
     """A line per case of a user's schema a codec cannot carry (not measured)."""
     if not report.left_out:
         return []
-    return ["", "Left out (the codec cannot carry the schema):"] + [
-        "- " + line.replace("\n", " ") for line in report.left_out
-    ]
+    lines = ["", "Left out (the codec cannot carry the schema):"]
+    for entry in report.left_out:  # "codec on schema: schema error: head:\n  field"
+        head, *fields = entry.replace(": schema error: ", ": ").splitlines()
+        lines += [f"- {head}", *(f"  - {f.strip()}" for f in fields)]
+    return lines
 
 
 _TERMINAL_HEADERS: Final = (

@@ -307,7 +307,7 @@ def _list(shape: TypeShape, codec: str, fmt: str) -> list[str]:
         )
     elif codec in BINARY_CODECS and shape.container == "tuple":
         out.append(f"{fmt} decodes a tuple as a list (its {_LISTS[codec]})")
-    if codec == "flatbuffers" and isinstance(shape.item, UnionOf):
+    if codec == "flatbuffers" and _is_choice(shape.item):
         out.append(FLATBUFFERS_UNION_INSIDE)
     if codec == "protobuf" and isinstance(shape.item, ListOf | MapOf | TupleOf):
         out.append(
@@ -318,6 +318,11 @@ def _list(shape: TypeShape, codec: str, fmt: str) -> list[str]:
     return out
 
 
+def _is_choice(shape: TypeShape) -> bool:
+    """A union of two members or more (`X | None` alone is a None, not a choice)."""
+    return isinstance(shape, UnionOf) and len(shape.members) > 1
+
+
 def _map(shape: TypeShape, codec: str, fmt: str) -> list[str]:
     assert isinstance(shape, MapOf)  # noqa: S101  (dispatched by type)
     out = []
@@ -325,7 +330,7 @@ def _map(shape: TypeShape, codec: str, fmt: str) -> list[str]:
     if codec in BINARY_CODECS and not _key_carried(key, codec):
         allowed = _KEYS.get(codec, "str or int")
         out.append(f"{fmt} map keys are {allowed} here, not {describe(key)}")
-    if codec == "flatbuffers" and isinstance(shape.value, UnionOf):
+    if codec == "flatbuffers" and _is_choice(shape.value):
         out.append(FLATBUFFERS_UNION_INSIDE)
     if codec == "protobuf" and isinstance(shape.value, ListOf | MapOf | TupleOf):
         out.append(

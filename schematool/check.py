@@ -19,13 +19,13 @@ The payloads hold the values a format may not carry faithfully whenever the mode
 allows them (`schemas.user.synthetic`: naive and aware datetimes, ints past 64 bits,
 floats not exact in 32 bits, sets of several members), so a codec that changes one
 is a disagreement on that field; one that refuses one (protobuf's naive Timestamp)
-is reported at the field its error names.
+is reported at the field its error names, by attribute (`schematool.failures`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -34,16 +34,13 @@ from codec.base import JSON
 from schemas.carried import carried
 from schemas.compare import diff, read_native
 from schemas.errors import ConfigError
-from schemas.shape import ListOf, MapOf, MessageShape, TupleOf, TypeShape, UnionOf
 from schemas.user.loader import UserSchema
 from schemas.user.skipped_checks import Skipped, skipped_checks
 from schemas.user.synthetic import SynthOptions, make_payloads
 from schemas.user.validators import NotRun, not_run, ran_by
 from schematool.codecs import WIRE_CODECS, user_codec
+from schematool.failures import error_text, failed_at, naive_read_back
 
-_PB_PATH: Final = re.compile(r" at [A-Za-z_]\w*\.([\w.\[\]-]+?)\.*$")
-"""protobuf's json_format ends a ParseError with `at Message.field.sub.` (two dots
-after a field inside a repeated message: `at M.items[0].at..`)."""
 _REFERENCE: Final = {
     "pydantic": "json+pydantic",
     "msgspec": "msgspec-json",
@@ -222,14 +219,16 @@ def _check_payload(
             step = "decode"
             read[name] = read_native(codec.decode(wire[name]), shape)
         except Exception as exc:  # any failure is a finding, whatever raised it
-            where = _failed_at(exc, root) or _wide_int_at(payload, shape, root)
-            report.add(name, where, f"{step} failed: {_error(exc)}", index)
+            where, why = failed_at(exc, payload, shape, name)
+            report.add(name, where, f"{step} failed: {why}", index)
     if not read:
         return
     ref = report.reference if report.reference in read else next(iter(read))
     for name, value in read.items():
         for path, what in diff(read[ref], value, shape, root):
-            report.add(name, path, f"{path}: {what} (vs {ref})", index)
+            below = path.removeprefix(root)
+            said = naive_read_back(read[ref], value, below, name) or what
+            report.add(name, path, f"{path}: {said} (vs {ref})", index)
     json_codecs = [n for n in wire if built[n].content_type == JSON]
     for writer in json_codecs:
         for reader in json_codecs:
@@ -258,61 +257,15 @@ def _cross(
     try:
         value = read_native(reader.decode(data), schema.shape)
     except Exception as exc:  # any failure is a finding, whatever raised it
-        report.add(who, root, f"decode failed: {_error(exc)}", index)
+        report.add(who, root, f"decode failed: {error_text(exc)}", index)
         return
     for path, what in diff(expected, value, schema.shape, root):
         report.add(who, path, f"{path}: {what}", index)
 
 
-def _failed_at(exc: BaseException, root: str) -> str:
-    """The field a codec refused a value of, when its error names one (protobuf's
-    ends `at Message.field.sub.`); else ""."""
-    for error in (exc, exc.__cause__):
-        found = _PB_PATH.search(str(error)) if error is not None else None
-        if found is not None:
-            return f"{root}.{found.group(1)}"
-    return ""
-
-
-def _wide_int_at(payload: Any, shape: TypeShape, root: str) -> str:
-    """The first field of a payload holding an int past 64 bits (a likely cause
-    of a codec's failure: orjson writes none), else `root`."""
-    return next(_wide_ints(payload, shape, root), root)
-
-
-def _wide_ints(value: Any, shape: TypeShape, path: str) -> Iterator[str]:
-    if isinstance(value, int) and not -(2**63) <= value < 2**64:
-        yield path
-    elif isinstance(shape, UnionOf) and isinstance(value, dict):
-        for m in shape.members:
-            if isinstance(m, MessageShape) and set(value) <= {f.wire for f in m.fields}:
-                yield from _wide_ints(value, m, path)
-                return
-    elif isinstance(shape, MessageShape) and isinstance(value, dict):
-        for f in shape.fields:
-            yield from _wide_ints(value.get(f.wire), f.type, f"{path}.{f.name}")
-    elif isinstance(shape, ListOf) and isinstance(value, list):
-        for i, item in enumerate(value):
-            yield from _wide_ints(item, shape.item, f"{path}[{i}]")
-    elif isinstance(shape, TupleOf) and isinstance(value, list):
-        for i, (item, part) in enumerate(zip(value, shape.items, strict=False)):
-            yield from _wide_ints(item, part, f"{path}[{i}]")
-    elif isinstance(shape, MapOf) and isinstance(value, dict):
-        for k, item in value.items():
-            yield from _wide_ints(item, shape.value, f"{path}[{k!r}]")
-
-
 def _general(path: str) -> str:
     """`Order.items[2].price` -> `Order.items[].price`; map keys likewise."""
     return re.sub(r"\[[^\]]*\]", "[]", path)
-
-
-def _error(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    cause = exc.__cause__
-    if cause is not None and text == type(cause).__name__:  # its words, not its name
-        text = f"{text}: {' '.join(str(cause).split())}"
-    return f"{type(exc).__name__}: {text[:160]}"
 
 
 def render(report: CheckReport) -> str:

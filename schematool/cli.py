@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import Final
 
+from codec import codec_refusal
 from schemas.errors import ConfigError
 from schemas.user.loader import UserSchema, load_schema
 from schemas.user.synthetic import SynthOptions, make_payloads
@@ -29,7 +30,7 @@ from schematool.logic_check import check_logic, render_logic
 from schematool.protosource import proto_source
 from schematool.pysource import msgspec_source, pydantic_source
 from schematool.show import render_show
-from schematool.wireforms import COMMENT, WIRE_FORMS, wire_form
+from schematool.wireforms import COMMENT, WIRE_FORMS, refusal_comment, wire_form
 from service import __version__
 from service.logic.user_handler import load_handler
 
@@ -194,11 +195,13 @@ def derive_text(schema: UserSchema, form: str) -> str:
         if one == schema.source:
             text = f"# {one}: your own form ({schema.name}); nothing to derive\n"
         elif one in WIRE_FORMS:
-            text = wire_form(one, schema.shape, schema.name)
+            text = wire_form(one, schema)
         elif one == "msgspec":
             text = msgspec_source(schema)
         elif one == "pydantic":
             text = pydantic_source(schema)
+        elif (why := codec_refusal("protobuf", schema)) is not None:
+            text = refusal_comment("//", "protobuf", schema.name, why)
         else:
             comment = (
                 f"Derived by codec-schema from {schema.name}.\n"

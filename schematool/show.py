@@ -30,6 +30,7 @@ _STRING_CARRIED: Final = "json-stdlib+pydantic and orjson+pydantic"
 def render_show(schema: UserSchema) -> str:
     """The summary: which form is the user's, then one row per field."""
     lines = [f"schema {schema.name}", *_forms(schema), ""]
+    mine = schema.source
     rows: list[tuple[str, ...]] = [_HEADERS]
     seen: set[int] = set()
     skips: dict[str, list[str]] = {}
@@ -40,7 +41,10 @@ def render_show(schema: UserSchema) -> str:
     for row in rows:
         cells = [cell.ljust(w) for cell, w in zip(row, widths, strict=False)]
         lines.append("  ".join([*cells, row[-1]]).rstrip())
-    lines.extend(f"{name}: {form_status(name, schema.shape)}" for name in WIRE_FORMS)
+    derived = [
+        n for n in ("protobuf", *WIRE_FORMS) if n != "protobuf" or mine != "proto"
+    ]
+    lines.extend(f"{name}: {form_status(name, schema)}" for name in derived)
     return "\n".join(lines)
 
 

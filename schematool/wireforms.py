@@ -1,8 +1,9 @@
 """The FlatBuffers, Cap'n Proto and Avro forms of a schema, as text to print.
 
 Each is derived from the schema's shape the way the codec derives it at start-up;
-a format that cannot hold the schema gives its refusal (field path and reason)
-instead of text, and only that format is affected.
+a format that cannot hold the schema (the codec's verdict, `codec.codec_refusal`, as
+`check` and every tool gives it) gives its refusal, a line per field, instead of
+text, and only that format is affected.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
+from codec import codec_refusal
 from schemas.derive.avro_schema import avro_text
 from schemas.derive.capnp_schema import capnp_form
 from schemas.derive.fbs_schema import flatbuffers_form
 from schemas.errors import ConfigError
 from schemas.shape import MessageShape
+from schemas.user.loader import UserSchema
 
 WIRE_FORMS: Final[dict[str, Callable[[MessageShape], str]]] = {
     "flatbuffers": lambda shape: flatbuffers_form(shape).text,
@@ -27,22 +30,33 @@ COMMENT: Final = {"flatbuffers": "//", "capnp": "#", "avro": "//"}
 """The comment marker of each form's headings (Avro's JSON has none: `//` is shown)."""
 
 
-def wire_form(name: str, shape: MessageShape, source: str) -> str:
-    """Form `name` of `shape` with a heading comment, or its refusal as a comment."""
+def wire_form(name: str, schema: UserSchema) -> str:
+    """Form `name` of `schema` with a heading comment, or its refusal as a comment."""
     mark = COMMENT[name]
+    why = codec_refusal(name, schema)
+    if why is not None:
+        return refusal_comment(mark, name, schema.name, why)
     try:
-        text = WIRE_FORMS[name](shape)
+        text = WIRE_FORMS[name](schema.shape)
     except ConfigError as exc:
-        return f"{mark} {name}: cannot hold {source}: {exc}\n"
+        return refusal_comment(mark, name, schema.name, str(exc))
     if name == "avro":  # JSON has no comments: the heading goes to the caller
         return text
-    return f"{mark} Derived by codec-schema from {source}.\n{text}"
+    return f"{mark} Derived by codec-schema from {schema.name}.\n{text}"
 
 
-def form_status(name: str, shape: MessageShape) -> str:
-    """One line for `codec-schema show`: derived, or refused with the reason."""
-    try:
-        WIRE_FORMS[name](shape)
-    except ConfigError as exc:
-        return f"refused: {str(exc).removeprefix('schema error: ')}"
-    return f"derived (codec-schema derive --form {name})"
+def refusal_comment(mark: str, name: str, source: str, why: str) -> str:
+    """`// protobuf: cannot hold SOURCE: ...` and a line per field."""
+    return (
+        f"{mark} {name}: cannot hold {source}: {why.removeprefix('schema error: ')}\n"
+    )
+
+
+def form_status(name: str, schema: UserSchema) -> str:
+    """One line for `codec-schema show`: derived, or refused with the reason:
+    the verdict `check`, codec-ab and the worker give (`codec.codec_refusal`)."""
+    why = codec_refusal(name, schema)
+    if why is not None:
+        return f"refused: {why.removeprefix('schema error: ')}"
+    form = "proto" if name == "protobuf" else name
+    return f"derived (codec-schema derive --form {form})"

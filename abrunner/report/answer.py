@@ -39,6 +39,19 @@ def skipped_by(report: Report, codec: str) -> list[str]:
     return found
 
 
+def not_run_by(report: Report, codec: str) -> list[str]:
+    """The model's code `codec` does not run, from the plan's "path: what not run
+    by codecs: effect" lines, as "path (what)"."""
+    found = []
+    for line in report.plan.not_run:
+        head, sep, _ = line.partition(" not run by ")
+        who = line[len(head) + len(sep) :].split(": ")[0]
+        if sep and codec in [c.strip() for c in who.split(",")]:
+            path, _, what = head.partition(": ")
+            found.append(f"{path} ({what})")
+    return found
+
+
 def _ratio(report: Report, profile: str, codec: str, figure: str) -> Ratio | None:
     return next(
         (
@@ -109,10 +122,20 @@ def sentence(report: Report, profile: str, codec: str) -> str:
             f"{new:,.0f} bytes a message on the wire against {old:,.0f}"
             f"{_versus(report, profile, codec, 'wire_bytes', new, old)}"
         )
-    parts.append(_rejected(row))
+    uncarried = _uncarried(report, profile, codec)
+    rejected = _rejected(row)
+    if uncarried and not row.dead_lettered:
+        rejected = "it rejected none of the traffic it was sent"
+    parts.append(rejected + uncarried)
     handler = dict(report.plan.logic_verdicts).get(codec)
     if handler is not None:
         parts.append(f"your handler on its objects: {handler}")
+    code = not_run_by(report, codec)
+    if code:
+        parts.append(
+            f"it does not run {len(code)} of your model's validators, computed "
+            "fields and discriminators: " + "; ".join(code)
+        )
     skipped = skipped_by(report, codec)
     if skipped:
         parts.append(
@@ -169,6 +192,24 @@ def _cpu(report: Report, profile: str, codec: str, row: Row, base: Row) -> str:
             f"{base_cores:.2f}"
         )
     return text
+
+
+def _uncarried(report: Report, profile: str, codec: str) -> str:
+    """A replay's recorded messages the codec's format could not carry (not sent
+    in its case), as the rejection reasons count them (the first run's)."""
+    runs = [
+        r
+        for r in report.results
+        if r.codec == codec and r.profile == profile and r.error is None
+    ]
+    left = sum(runs[0].not_carried.values()) if runs else 0
+    if not left:
+        return ""
+    total = runs[0].recorded or left
+    return (
+        f", and could not carry {left:,} of the {total:,} recorded messages "
+        f"({left / total:.1%}, not sent in its case: see the rejection reasons)"
+    )
 
 
 def _rejected(row: Row) -> str:

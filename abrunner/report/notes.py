@@ -164,11 +164,16 @@ def invalid_latencies(report: Report) -> str | None:
 
 
 def schema_limits(plan: Plan) -> list[str]:
-    """The codecs left out for the schema, and the checks a measured codec skips."""
+    """The codecs left out for the schema, the checks a measured codec skips, and
+    the model's code it does not run."""
     lines: list[str] = []
     for codec, why in plan.left_out:
-        reason = why.replace("\n  ", " ").removeprefix("schema error: ")
-        lines += [f"**Left out: `{codec}`**: {reason}.", ""]
+        head, *fields = why.removeprefix("schema error: ").splitlines()
+        if not fields:
+            lines += [f"**Left out: `{codec}`**: {head}.", ""]
+            continue
+        lines += [f"**Left out: `{codec}`**: {head}", ""]
+        lines += [f"- {line.strip()}" for line in fields] + [""]
     if plan.skipped:
         lines += [
             "Checks your own form makes on decode that a measured codec skips (its "
@@ -177,13 +182,26 @@ def schema_limits(plan: Plan) -> list[str]:
             *(f"- {line}" for line in plan.skipped),
             "",
         ]
-    if plan.validators:
+    if plan.validators or plan.not_run:
         lines += [
-            "Your model's validators: the codecs that run them (their CPU figure "
-            "includes them) and those that do not (`--run-validators` runs the "
-            "after validators in the msgspec, Avro and Cap'n Proto Structs):",
+            "Code of your model a measured codec does not run (the pydantic codecs "
+            "run it, and their CPU figure includes it; `codec-schema check` lists "
+            "the same), and the validators a codec runs in its Struct "
+            "(`--run-validators` runs the after validators in the msgspec, Avro and "
+            "Cap'n Proto Structs):",
             "",
-            *(f"- {line}" for line in plan.validators),
+            *(f"- {line}" for line in (*plan.validators, *plan.not_run)),
             "",
         ]
     return lines
+
+
+def left_out(plan: Plan) -> str | None:
+    """The terminal's word on each codec the schema left out (report.md lists
+    every field); None when none was."""
+    said = []
+    for codec, why in plan.left_out:
+        head = why.removeprefix("schema error: ").splitlines()[0].rstrip(":")
+        where = plan.out_dir / "report.md"
+        said.append(f"Left out: `{codec}` ({head}; each is listed in {where}).")
+    return "\n\n".join(said) or None

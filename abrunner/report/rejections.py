@@ -20,6 +20,9 @@ from abrunner.results import CaseResult
 _MSGSPEC_AT: Final = re.compile(r"^(?P<what>.*?) - at `\$(?P<path>[^`]*)`$")
 _UNKNOWN: Final = re.compile(r"^Object contains unknown field `(?P<name>[^`]*)`$")
 _PYDANTIC: Final = re.compile(r"^\d+ validation error\(s\): (?P<errors>.*)$")
+_INDEXES: Final = re.compile(r"\[[^\]]*\]")
+"""A list index or map key in a path (`items[3]`, `lines[...]`): reasons are
+counted by field, as a replay counts what it cannot carry (`loadgen.carry`)."""
 SHOWN: Final = 3
 """Reasons the terminal lists per codec, most frequent first; report.md and
 report.json list every one, and the terminal's line says where the rest are."""
@@ -32,7 +35,7 @@ def reason(dlq: Mapping[str, bytes | None]) -> str:
     kind = (dlq.get("x-dlq-reason") or b"decode").decode(errors="replace")
     path = ""
     if (m := _MSGSPEC_AT.match(text)) is not None:
-        text, path = m["what"], m["path"].lstrip(".")
+        text, path = m["what"], _INDEXES.sub("", m["path"]).lstrip(".")
     if (m := _UNKNOWN.match(text)) is not None:
         name = m["name"]
         return (

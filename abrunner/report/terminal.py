@@ -26,6 +26,7 @@ def print_tables(report: Report, out: TextIO) -> None:
     before = [
         notes.interrupted(report),
         "\n".join(said).strip() or None,
+        notes.left_out(report.plan),
         notes.repeat_warning(report.plan),
         notes.baseline_behind(report),
     ]

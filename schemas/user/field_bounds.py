@@ -49,6 +49,9 @@ EFFECTS: Final = {
     "plain": "pydantic's parsing of it is replaced by yours there: the derived "
     "form checks the declared type only",
     "transform": "strings are not changed on the way in",
+    "discriminator": "the member is picked by its Literal tag field alone: a "
+    "message your function maps otherwise (by another key, or with no tag) is "
+    "rejected, or decoded as the member its tag names",
 }
 """What a validator that a codec does not run means for the values it decodes."""
 MODES: Final = {
@@ -97,6 +100,11 @@ class MetaReader:
                     bounds[key] = value
                 else:
                     refuse(path, f"{_spelling(item, key)} is not mapped")
+        elif isinstance(item, pydantic.Discriminator) and callable(
+            item.discriminator
+        ):  # the team's code picks the member; the derived forms read the tag
+            what = f"Discriminator {_name(item.discriminator)}"
+            self._refusals.notes.append((path, what, EFFECTS["discriminator"]))
         elif isinstance(item, pydantic.Discriminator | pydantic.Tag):
             pass  # picks a union member: the tag field the shape finds does the same
         elif item is None:
@@ -191,4 +199,8 @@ def note_label(item: Any) -> str:
 
 
 def _func(item: Any) -> str:
-    return repr(getattr(item.func, "__name__", "function"))
+    return _name(item.func)
+
+
+def _name(func: Any) -> str:
+    return repr(getattr(func, "__name__", "function"))

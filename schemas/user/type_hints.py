@@ -148,7 +148,7 @@ class AnnotationReader:
             if len(rest) < len(args):
                 if len(rest) == 1:
                     return self.value_type(rest[0], metadata, path), True
-                return self._union(rest, False, path), True
+                return self._union(rest, False, path, metadata), True
         return self.value_type(annotation, metadata, path), False
 
     def value_type(self, annotation: Any, metadata: list[Any], path: str) -> TypeShape:
@@ -157,7 +157,7 @@ class AnnotationReader:
         if _is_union(annotation):
             args = get_args(annotation)
             rest = tuple(a for a in args if a is not type(None))
-            return self._union(rest, len(rest) < len(args), path)
+            return self._union(rest, len(rest) < len(args), path, metadata)
         bounds, markers = self._read_meta(metadata, path)
         if self._special is not None:
             shape = self._special(annotation, bounds, path)
@@ -186,7 +186,10 @@ class AnnotationReader:
                 return message
         return Foreign(annotation, _name(annotation))
 
-    def _union(self, members: tuple[Any, ...], nullable: bool, path: str) -> TypeShape:
+    def _union(
+        self, members: tuple[Any, ...], nullable: bool, path: str, metadata: list[Any]
+    ) -> TypeShape:
+        self._read_meta(metadata, path)  # a callable Discriminator is noted there
         shapes = tuple(self.value_type(a, [], f"{path}<{_name(a)}>") for a in members)
         return UnionOf(shapes, nullable, tag_field_of(shapes))
 

@@ -161,3 +161,21 @@ def test_a_teams_handler_verdict_is_in_the_codecs_sentence() -> None:
     )
     line = answer.sentence(r, "medium", "msgspec-json")
     assert "your handler on its objects: fails on 17 of 50" in line
+
+
+def test_a_replay_the_codec_could_not_wholly_carry_is_said_in_its_sentence() -> None:
+    """The sentence said "rejected none of this traffic" (all carried) beside the
+    rejections' "could not carry 300 of the 2,000 recorded messages"."""
+    naive = {"bookedAt: a datetime without a timezone (avro holds instants)": 300}
+    r = _decided(
+        [
+            result(BASE, 20.0, recorded=2000, processed=2000),
+            result("avro", 9.0, recorded=2000, processed=2000, not_carried=naive),
+        ]
+    )
+    line = answer.sentence(r, "medium", "avro")
+    assert (
+        "it rejected none of the traffic it was sent, and could not carry 300 of "
+        "the 2,000 recorded messages (15.0%, not sent in its case: see the "
+        "rejection reasons)"
+    ) in line

@@ -332,3 +332,28 @@ def test_nothing_listening_ends_before_any_case(
     assert out == "" and len(err.splitlines()) == 1, err
     assert err.startswith(f"codec-ab: error: no Kafka broker answers at {address}")
     assert "Connection refused" in err and "check --bootstrap-servers" in err
+
+
+def test_record_is_the_load_generators_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`codec-ab record` (the step before `codec-ab --replay`) printed the whole
+    usage and "unrecognized arguments"; it names the command that records."""
+    assert cli.main(["record", "--topic", "orders", "--out", "orders.rec"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "codec-ab: error: 'record' is not a codec-ab command: record with "
+        "`codec-loadgen record --topic orders --out orders.rec`, then replay with "
+        "`codec-ab --replay orders.rec`\n"
+    )
+
+
+def test_the_codecs_default_is_said_as_it_is(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--help said "every wire codec"; the default runs the six migration codecs."""
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "every wire codec" not in out
+    assert "flatbuffers, capnp and avro run when named" in out

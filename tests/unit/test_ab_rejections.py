@@ -27,7 +27,12 @@ from tests.unit.test_ab_report import report, result
         (
             b"Expected `int`, got `float` - at `$.items[0].qty`",
             b"decode",
-            "items[0].qty: Expected `int`, got `float`",
+            "items.qty: Expected `int`, got `float`",
+        ),
+        (  # by field, as a replay counts what it cannot carry: no index or key
+            b"Expected `int`, got `str` - at `$.lines[3].refunds[...].amount`",
+            b"decode",
+            "lines.refunds.amount: Expected `int`, got `str`",
         ),
         (b"Object contains unknown field `note`", b"decode", "note: an unknown field"),
         (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from pathlib import Path
@@ -14,7 +15,8 @@ from abrunner.config import TOOL, AbSettings
 from abrunner.lab import inprocess_bench, runner
 from abrunner.lab.processes import child_env
 from abrunner.plan import Case, Plan, Profile
-from abrunner.report import tables as abreport
+from abrunner.report import answer, tables as abreport
+from abrunner.report.terminal import print_tables
 from abrunner.results import CaseResult, Report
 from codec import get_codec
 from loadgen.recording import Record, RecordingInfo, RecordingWriter
@@ -208,9 +210,29 @@ class TestSchemaLimits:
             )
         )
         assert (
-            "**Left out: `protobuf`**: protobuf cannot carry a field of tallies:Tally: "
-            "Tally.total: its bounds allow ints past 64 bits" in md
+            "**Left out: `protobuf`**: protobuf cannot carry a field of tallies:Tally:"
+            "\n\n- Tally.total: its bounds allow ints past 64 bits" in md
         )
+
+    def test_left_out_a_line_per_field_and_said_on_the_terminal(self) -> None:
+        """report.md ran every field's reason into one line; the terminal said
+        nothing of a codec the default set left out."""
+        p = plan("--schema", "checkout:OrderPlaced", "--out", "ab-orders")
+        assert [codec for codec, _ in p.left_out] == ["protobuf"]
+        report = msgspec.structs.replace(_report(None), plan=p)
+        md = abreport.markdown(report)
+        assert (
+            "**Left out: `protobuf`**: protobuf cannot carry 8 fields of "
+            "checkout:OrderPlaced:\n\n"
+            "- OrderPlaced.pickup_slot: no protobuf type decodes to a time of day\n"
+            "- OrderPlaced.hold_for: google.protobuf.Duration is not mapped"
+        ) in md
+        out = io.StringIO()
+        print_tables(report, out)
+        assert (
+            "Left out: `protobuf` (protobuf cannot carry 8 fields of "
+            "checkout:OrderPlaced; each is listed in ab-orders/report.md)."
+        ) in out.getvalue()
 
     def test_an_explicit_baseline_left_out_is_an_error(self) -> None:
         with pytest.raises(ConfigError, match="--baseline 'protobuf' is not among"):
@@ -232,17 +254,39 @@ class TestSchemaLimits:
         assert "--run-validators" in on.worker_args
         upper = "Parcel.tracking: field_validator(mode='after') 'upper'"
         assert f"{upper} run by msgspec-json (--run-validators)" in on.validators
-        assert any(
-            line.startswith(f"{upper} not run by protobuf:") for line in on.validators
-        )
+        assert any(line.startswith(f"{upper} not run by protobuf:") for line in on.not_run)
         md = abreport.markdown(msgspec.structs.replace(_report(None), plan=on))
         assert f"- {upper} run by msgspec-json (--run-validators)" in md
         off = plan("--schema", "parcels:Parcel", *codecs)
         assert "--run-validators" not in off.worker_args
         assert any(
             line.startswith(f"{upper} not run by msgspec-json, protobuf:")
-            for line in off.validators
+            for line in off.not_run
         )
+        assert off.validators == ()
+
+    def test_the_code_a_measured_codec_does_not_run_is_in_the_report(self) -> None:
+        """Validators and computed fields the derived codecs skip: `check` lists
+        them; the A/B report, whose CPU figures they change, did not."""
+        spec = "checkout:PaymentSettled"
+        p = plan("--schema", spec, "--codecs", "json+pydantic,msgspec-json,avro")
+        wrap = (
+            "PaymentSettled: model_validator(mode='wrap') 'default_currency' not run "
+            "by msgspec-json, avro: "
+        )
+        assert any(line.startswith(wrap) for line in p.not_run), p.not_run
+        md = abreport.markdown(msgspec.structs.replace(_report(None), plan=p))
+        assert f"- {wrap}" in md
+        assert "Code of your model a measured codec does not run" in md
+        with_plan = msgspec.structs.replace(_report(None), plan=p)
+        assert answer.not_run_by(with_plan, "avro")[:2] == [
+            "PaymentSettled (model_validator(mode='wrap') 'default_currency')",
+            "PaymentSettled (computed_field 'is_card')",
+        ]
+        assert len(answer.not_run_by(with_plan, "avro")) == 5
+        assert answer.not_run_by(with_plan, "json+pydantic") == []
+        only = plan("--schema", spec, "--codecs", "json+pydantic,orjson+pydantic")
+        assert only.not_run == ()
 
     def test_a_pattern_no_payload_can_match_fails_before_any_case(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -65,12 +65,14 @@ def summary(shape: MessageShape, *, msgspec: bool = False) -> list[tuple[Any, ..
     ]
 
 
-def _bounds(shape: Any, *, msgspec: bool) -> str:
-    constraints = getattr(shape, "constraints", None)
+def _bounds(shape: Any, *, msgspec: bool) -> Constraints | None:
+    """Compared by value: `ge=0` equals `ge=0.0` (typing caches `Annotated` by
+    equality, so a form read after another model's `confloat(ge=0)` may hold 0)."""
+    constraints: Constraints | None = getattr(shape, "constraints", None)
     if constraints is None or not msgspec:
-        return repr(constraints)
+        return constraints
     kept, _ = msgspec_bounds(constraints, getattr(shape, "kind", ""))
-    return repr(Constraints(**kept))
+    return Constraints(**kept)
 
 
 class TestPythonSource:
