@@ -1,5 +1,6 @@
 """More mismatched clients, on the session's brokers: a SASL client on a listener
-without SASL, and a keystore given without its password.
+without SASL, and a keystore given without its password; and a worker that never
+reaches any broker.
 
 A SASL client whose listener has no SASL gets its TCP (and TLS) connection, then the
 broker answers its SASL handshake with no mechanism at all: librdkafka calls that an
@@ -11,12 +12,14 @@ their own.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from localkafka import LocalKafka
+from service.lifecycle.child_processes import free_port
 from tests.integration.test_security import (
     MISMATCH,
     SENTINEL,
@@ -120,3 +123,21 @@ def test_a_keystore_without_its_password_names_the_setting(
             line
         ), (name, line)
         assert "-X" not in line, (name, line)
+
+
+def test_a_worker_that_never_reaches_a_broker_gives_up_in_one_line() -> None:
+    """Nothing listens: after `--startup-timeout-s` the worker's last line is one
+    `worker_failed` naming the address, the refused connection and the settings."""
+    address = f"127.0.0.1:{free_port()}"
+    argv = ["--bootstrap-servers", address, "--metrics-port", "0"]
+    done = tool("service", *argv, "--startup-timeout-s", "2", timeout=TIMEOUT_S)
+    assert done.returncode == 1, done.stderr[-1500:]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    failed = [line for line in lines if line["event"] == "worker_failed"]
+    assert len(failed) == 1 and lines[-1] == failed[0], lines[-3:]
+    error = failed[0]["error"]
+    assert error.startswith(f"cannot reach Kafka at {address}: "), error
+    assert "Connection refused" in error and "check --bootstrap-servers" in error
+    assert error.endswith(
+        "no broker answered in 2 s (worker.processing.startup_timeout_s)"
+    ), error
