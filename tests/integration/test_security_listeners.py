@@ -6,8 +6,9 @@ A SASL client whose listener has no SASL gets its TCP (and TLS) connection, then
 broker answers its SASL handshake with no mechanism at all: librdkafka calls that an
 authentication failure; every tool must name the security protocol to set instead.
 The listeners of every other kind (SASL_PLAINTEXT with SCRAM, SSL, SASL_SSL with
-PLAIN) are the fault suite's (tests/faults/scenarios_listeners.py): a broker of
-their own.
+PLAIN), and a SASL_SSL client on an SSL one, are the fault suite's Sec5
+(tests/faults/scenarios_listeners.py): a broker of their own, too slow for every
+commit.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from tests.integration.test_security import (
     MISMATCH,
     SENTINEL,
     _as_env,
-    _client_file,
     _one_line,
     _tools,
     tool,
@@ -77,23 +77,6 @@ def test_sasl_on_a_plaintext_listener_names_the_protocol(
         assert (
             f"{MISMATCH} SASL_PLAINTEXT: it speaks PLAINTEXT; set security_protocol "
             "= 'PLAINTEXT'"
-        ) in line, (name, line)
-
-
-def test_sasl_ssl_on_a_tls_listener_names_the_protocol(
-    mtls_kafka: LocalKafka, tmp_path: Path
-) -> None:
-    """The mTLS listener with the right client certificate, but SASL_SSL."""
-    given = _as_env(mtls_kafka)
-    env = {"KAFKA_SECURITY_PROTOCOL": "SASL_SSL", **SCRAM}
-    config = ["--config", _client_file(mtls_kafka)]
-    address = mtls_kafka.bootstrap_servers
-    runs = _run_tools(_tools("no-sasl", tmp_path), address, config, env, given)
-    for name, (done, took) in runs.items():
-        print(f"SASL_SSL on SSL: {name}: exit {done.returncode} {took:.1f} s")
-        line = _one_line(name, done, 1)
-        assert (
-            f"{MISMATCH} SASL_SSL: it speaks SSL; set security_protocol = 'SSL'"
         ) in line, (name, line)
 
 
