@@ -76,7 +76,9 @@ class StdlibJsonPydanticCodec(_PydanticCodec[M]):
     def __init__(self, model: type[M]) -> None:
         super().__init__(model)
         validate, loads = model.model_validate, json.loads
-        self.decode_unchecked = lambda data: validate(loads(data))
+        # UTF-8, strictly: `json.loads(bytes)` would also read UTF-16 and UTF-32, a
+        # BOM, and surrogates encoded in UTF-8 (it decodes with "surrogatepass").
+        self.decode_unchecked = lambda data: validate(loads(str(data, "utf-8")))
 
     def _encode(self, obj: M) -> bytes:
         # mode="json": json.dumps cannot write bytes or datetimes.

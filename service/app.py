@@ -227,6 +227,7 @@ class Worker:
                 errors=self.errors,
                 stopped=self._stop.is_set,
                 connect=s.kafka.arguments(),
+                give_up_s=s.processing.startup_timeout_s,
             )
         except TimeoutError as exc:
             raise FatalError(str(exc)) from None

@@ -141,6 +141,12 @@ _FLAGS: Final = (
         float,
     ),
     Flag(
+        "--startup-timeout-s",
+        ("processing", "startup_timeout_s"),
+        "give up (exit 1) when no broker answers at start within this; 0: wait",
+        float,
+    ),
+    Flag(
         "--work-us", ("processing", "work_us"), "extra busy CPU per message, us", float
     ),
     Flag(

@@ -14,7 +14,11 @@ from pydantic import BaseModel, ConfigDict
 class _Base(BaseModel):
     """Common model options."""
 
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+    model_config = ConfigDict(
+        strict=True, extra="forbid", frozen=True, allow_inf_nan=False
+    )
+    """`allow_inf_nan=False`: JSON has no NaN or Infinity, and `1e999` is an
+    overflow, not an infinity (msgspec-json and orjson refuse all three)."""
 
 
 # --- small --------------------------------------------------------------------------

@@ -54,6 +54,7 @@ def build_models(root: MessageShape) -> type[BaseModel]:
             extra="forbid" if msg.forbid_unknown else "ignore",
             frozen=True,
             protected_namespaces=(),
+            allow_inf_nan=False,  # JSON has no NaN or Infinity; 1e999 overflows
         )
         fields: dict[str, Any] = {f.name: _field(f, built) for f in msg.fields}
         with warnings.catch_warnings(record=True) as caught:

@@ -27,7 +27,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from schemas.errors import ConfigError
 from service.kafka.topic_hint import missing_topics_text
-from service.telemetry.log_setup import KafkaErrors
+from service.telemetry.log_setup import KafkaErrors, cannot_reach
 
 log = structlog.get_logger(__name__)
 
@@ -357,12 +357,14 @@ def await_topics(
     errors: KafkaErrors,
     stopped: Callable[[], bool],
     connect: Sequence[str] | None = None,
+    give_up_s: float = 0.0,
 ) -> bool:
-    """`ensure_topics`, retried for as long as no broker answers (a service's start).
+    """`ensure_topics`, retried while no broker answers (a service's start).
 
     An unanswered cluster is reported through `errors` once `CONNECT_TIMEOUT_S`
     has passed (a broker still starting is given that long), then every
-    `REMIND_S` seconds. `connect` is as for `ensure_topics`.
+    `REMIND_S` seconds; after `give_up_s` (0: never) it is a TimeoutError whose
+    text is the one line. `connect` is as for `ensure_topics`.
 
     Returns:
         True once every topic is there; False if `stopped()` came first.
@@ -383,7 +385,13 @@ def await_topics(
                 connect=connect,
             )
         except KafkaException as exc:
-            if time.monotonic() - started >= CONNECT_TIMEOUT_S:
+            waited = time.monotonic() - started
+            if give_up_s and waited >= give_up_s:
+                raise TimeoutError(
+                    f"{cannot_reach(errors.bootstrap, admin.failure(exc))}; no broker "
+                    f"answered in {give_up_s:g} s (worker.processing.startup_timeout_s)"
+                ) from None
+            if waited >= CONNECT_TIMEOUT_S:
                 errors.unreachable(admin.failure(exc))
             continue
         errors.reachable()

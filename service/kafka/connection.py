@@ -57,6 +57,21 @@ _TYPED_KEYS: Final[dict[str, str]] = {
 certificate's fields came later: `extra` may still set those keys, and a typed
 field, when set, wins.)"""
 
+_FIELD_KEYS: Final[dict[str, str]] = {
+    **_TYPED_KEYS,
+    **{
+        key: key.replace(".", "_")
+        for key in (
+            "ssl.certificate.location",
+            "ssl.key.location",
+            "ssl.key.password",
+            "ssl.keystore.location",
+            "ssl.keystore.password",
+        )
+    },
+}
+"""Every typed field's librdkafka key: a client's error naming one names the field."""
+
 _FLAG_FIELDS: Final = (
     "security_protocol",
     "sasl_mechanism",
@@ -169,6 +184,13 @@ def client_error(exc: Exception, conf: Mapping[str, Any]) -> str:
         ):
             detail = text[text.find("error:") :] if "error:" in text else text
             return f"kafka: {field} = {conf.get(key)!r}: {cause} (OpenSSL: {detail})"
+    fields = {
+        k: _FIELD_KEYS[k] for k in re.findall(r"`([a-z.]+)`", text) if k in _FIELD_KEYS
+    }
+    if fields:  # a typed field's key ("`ssl.keystore.password` is mandatory ...")
+        for key, field in fields.items():
+            text = text.replace(f"`{key}`", f"{field} (KAFKA_{field.upper()})")
+        return f"kafka: {text}"
     named = re.search(r'"([a-z0-9._]+)"', text)
     if named and named[1] in conf and not is_secret_key(named[1]):
         text += f": {conf[named[1]]!r}"

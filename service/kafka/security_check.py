@@ -39,6 +39,15 @@ _CLOSED_AT_FIRST: Final = re.compile(
 )
 _ALERT: Final = re.compile(r"alert ([a-z ]+?)(:|$| \()")
 _OFFERED: Final = re.compile(r"supported mechanisms: ([A-Z0-9_, -]+)")
+_NOT_SASL: Final = re.compile(
+    r"Request not valid in current SASL state: broker's supported mechanisms: *(\(|$)"
+)
+"""The SASL handshake's ILLEGAL_SASL_STATE with no mechanism offered: a listener
+without SASL (PLAINTEXT or SSL) met a SASL client."""
+_BAD_CREDENTIALS: Final = re.compile(
+    r"invalid credentials|invalid username or password", re.IGNORECASE
+)
+"""SCRAM's and PLAIN's refusal of a user or password."""
 _NO_LISTENER: Final = ("Connection refused", "Name or service not known")
 _TROUBLE: Final = re.compile(r"Disconnected|handshake failed|closed by peer")
 """librdkafka's lines of a connection dropped after TCP connected."""
@@ -134,8 +143,11 @@ def _cause(
     """
     protocol = str(conf.get("security.protocol", "PLAINTEXT")).upper()
     for err in errors:
-        if err.code() == KafkaError._AUTHENTICATION:
-            return _authentication(err.str(), conf)
+        if err.code() != KafkaError._AUTHENTICATION:
+            continue
+        if _NOT_SASL.search(err.str()):  # the listener answers: it has no SASL
+            return _mismatch(protocol, Listener(protocol.endswith("SSL"), False))
+        return _authentication(err.str(), conf)
     if listener is not None and listener.mismatch(protocol):
         return _mismatch(protocol, listener)
     for err in errors:
@@ -190,7 +202,7 @@ def _authentication(text: str, conf: Mapping[str, Any]) -> str:
             f"the broker does not offer SASL mechanism {mechanism}{also}: "
             "check sasl_mechanism"
         )
-    if "invalid credentials" in text:
+    if _BAD_CREDENTIALS.search(text):
         return (
             "authentication failed: unknown user or wrong password (check "
             "sasl_username and sasl_password / KAFKA_SASL_PASSWORD)"

@@ -69,6 +69,11 @@ class ProcessingSettings(Section):
     """Where the budget's backstop keeps its record of the message in hand (None:
     the system's temp directory); it must survive a restart
     (`service.loop.backstop`)."""
+    startup_timeout_s: Annotated[float, Field(ge=0, le=86_400)] = 60.0
+    """Longest wait at start for a first answer from any broker (`bootstrap_servers`);
+    past it the worker exits 1 with one line naming the address and the reason (0:
+    wait for ever). A worker that has reached Kafka once retries for ever when its
+    brokers go: a restart heals that, a wrong address never does."""
     shutdown_timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0
     """Longest wait for `close()` (commit, leave the group) at shutdown."""
     processes: Annotated[int, Field(ge=1, le=256)] = 1

@@ -624,6 +624,22 @@ class TestStartup:
         )
         assert rig.consumer.subscribed == [TOPIC]
 
+    def test_a_worker_that_never_reached_kafka_gives_up_in_one_line(self) -> None:
+        """No broker answers within `startup_timeout_s`: one `worker_failed` line
+        naming the address, the reason, the setting to check and the timeout; exit 1
+        (a worker that once reached Kafka retries for ever: librdkafka's own)."""
+        rig = Rig(FakeAdmin(down=10**9), startup_timeout_s=0.2)
+        with capture_logs() as logs:
+            assert rig.worker.run() == 1
+        [line] = [e for e in logs if e["event"] == "worker_failed"]
+        refused = "Connect to fake:9092 failed: Connection refused"
+        bootstrap = rig.worker.settings.kafka.bootstrap_servers
+        assert line["error"] == (
+            f"{cannot_reach(bootstrap, refused)}; no broker answered in 0.2 s "
+            "(worker.processing.startup_timeout_s)"
+        )
+        assert rig.consumer.config is None
+
     def test_a_stop_while_waiting_for_kafka_exits_0_and_healthy_meanwhile(
         self,
     ) -> None:
