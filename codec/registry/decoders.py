@@ -6,8 +6,10 @@ them); a writer's schema that cannot meet the reader's is refused here, once,
 with reason `schema_mismatch`.
 
 - Avro: the writer's schema resolved against the reader's (fastavro's reader-schema
-  resolution: a field added with a default, a field removed, a promoted type); an
-  identical schema (same parsing canonical form) takes the codec's own decoder.
+  resolution: a field added with a default, a field removed, a promoted type), the
+  reader first taking the writer's names, enums and fixeds and leaving out the fields
+  the model defaults that the writer lacks (`avro_resolution`); an identical schema
+  (same parsing canonical form) takes the codec's own decoder.
 - Protobuf: the message indexes must name, in the registered file, the message the
   codec decodes (same name path); the codec's generated class decodes the rest.
 - JSON Schema: the codec's own JSON decoder (the registered JSON Schema is not
@@ -32,8 +34,14 @@ from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 
 from codec.base import Codec, MalformedBuffer
+from codec.registry.avro_resolution import (
+    Unresolvable,
+    optional_fields,
+    resolution_reader,
+)
 from codec.registry.client import RegisteredSchema
 from codec.registry.frame import indexes_bytes, message_indexes
+from schemas.derive.avro_schema import NAMESPACE
 from schemas.errors import DecodeError
 
 FramedDecoder = Callable[[bytes, int], Any]
@@ -71,7 +79,16 @@ def avro_decoder(
     own = inner.decode_unchecked
     if same:
         return lambda data, pos: own(data[pos:])
-    reader_parsed = fastavro.parse_schema(reader_schema)
+    optional = optional_fields(inner.shape, NAMESPACE)  # type: ignore[attr-defined]
+    try:
+        reader = resolution_reader(reader_schema, writer_schema, optional)
+        reader_parsed = fastavro.parse_schema(reader)
+    except Unresolvable as exc:
+        raise mismatch(name, ref, f"does not resolve: {exc}") from None
+    except Exception as exc:  # a writer's schema fastavro cannot meet ours with
+        raise mismatch(
+            name, ref, f"does not resolve ({type(exc).__name__}: {str(exc)[:120]})"
+        ) from None
     struct = inner.native_type
     dec_hook = inner._hooks.dec_hook  # type: ignore[attr-defined]  # an AvroCodec
     read, convert, bytes_io = fastavro.schemaless_reader, msgspec.convert, io.BytesIO

@@ -1,0 +1,91 @@
+"""A team's own Avro schema (its names, enums, fixeds, logical types, an older
+version) resolved against the schema derived from its model: decoded to equal
+values, or refused once with the id and the reason. No network: the schemas sit in
+an in-memory registry; tests/integration/test_registry_team.py writes the same with
+confluent-kafka's serializer into a real one."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from typing import Any
+
+import fastavro
+import pytest
+
+from codec import get_codec
+from codec.registry import frame_codec
+from codec.registry.frame import id_header
+from codec.registry.memory import InMemoryRegistry
+from schemas.errors import DecodeError
+from schemas.user.loader import from_class
+from tests.fixtures.usermodels.registry_team import (
+    ORDER_AVRO,
+    ORDER_AVRO_V1,
+    Order,
+    order_record,
+)
+
+FORMS = from_class(Order, "tests.fixtures.usermodels.registry_team:Order")
+
+
+def _framed(writer: dict[str, Any], record: dict[str, Any]) -> tuple[Any, bytes]:
+    registry = InMemoryRegistry()
+    schema_id = registry.register("orders-value", "AVRO", json.dumps(writer))
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(writer), record)
+    codec = frame_codec(get_codec("avro", FORMS), registry)
+    return codec, id_header(schema_id) + out.getvalue()
+
+
+def _expected(record: dict[str, Any]) -> Any:
+    return get_codec("avro", FORMS).from_builtins(record)
+
+
+class TestTeamWriter:
+    """The team's schema differs from the derived one but every value reads equal."""
+
+    @pytest.mark.parametrize("i", [0, 1, 2, 5])
+    def test_current_version(self, i: int) -> None:
+        codec, data = _framed(ORDER_AVRO, order_record(i))
+        assert codec.decode(data) == _expected(order_record(i))
+
+    def test_older_version_fills_the_model_defaults(self) -> None:
+        record = order_record(4)
+        old = {k: v for k, v in record.items() if k not in ("attributes", "coupon")}
+        codec, data = _framed(ORDER_AVRO_V1, old)
+        got = codec.decode(data)
+        assert (got.attributes, got.coupon) == ({}, None)
+        assert got == _expected(old)
+
+    def test_fixed_decimal(self) -> None:
+        writer = copy.deepcopy(ORDER_AVRO)
+        writer["fields"][4]["type"] = {
+            "type": "fixed",
+            "name": "Money",
+            "size": 8,
+            "logicalType": "decimal",
+            "precision": 12,
+            "scale": 2,
+        }
+        codec, data = _framed(writer, order_record(3))
+        assert codec.decode(data) == _expected(order_record(3))
+
+    def test_a_field_the_model_requires_and_the_writer_lacks(self) -> None:
+        writer = copy.deepcopy(ORDER_AVRO)
+        writer["fields"] = [f for f in writer["fields"] if f["name"] != "status"]
+        record = {k: v for k, v in order_record(1).items() if k != "status"}
+        codec, data = _framed(writer, record)
+        with pytest.raises(DecodeError, match="schema id 1: does not resolve") as info:
+            codec.decode(data)
+        assert info.value.reason == "schema_mismatch"
+        assert "status" in str(info.value)
+
+    def test_an_enum_symbol_the_model_lacks_is_not_ok(self) -> None:
+        writer = copy.deepcopy(ORDER_AVRO)
+        writer["fields"][5]["type"]["symbols"].append("LOST")
+        codec, data = _framed(writer, order_record(1) | {"status": "LOST"})
+        with pytest.raises(DecodeError):
+            codec.decode(data)
+        codec.decode(_framed(writer, order_record(1))[1])  # the others still read
