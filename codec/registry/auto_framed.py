@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from codec.auto import AutoCodec
-from codec.base import CAPNP, FLATBUFFERS, Codec
+from codec.base import CAPNP, FLATBUFFERS, Codec, safe_decode
 from codec.registry.client import (
     RegistryUnavailable,
     SchemaNotFound,
@@ -45,6 +45,9 @@ class _Sniffing:
             return plain(data)
 
         self.decode_unchecked = decode_unchecked
+
+    def decode(self, data: bytes, /) -> Any:
+        return safe_decode(self.name, self.decode_unchecked, data)
 
 
 class FramedAutoCodec(AutoCodec):
@@ -86,6 +89,15 @@ class FramedAutoCodec(AutoCodec):
             found = _Sniffing(base, self._decode_framed) if sniffs else base
             self._sniffing[id(base)] = found
         return found
+
+    def schema_type(self, data: bytes) -> str:
+        """The registry type (AVRO, PROTOBUF, JSON) of framed ``data``'s schema.
+
+        Raises:
+            DecodeError: not a frame, or its id's lookup failed (reason says which).
+        """
+        ref, _ = schema_ref(data, self.name)
+        return self._types.get(ref) or self._learn(ref)
 
     def _decode_framed(self, data: bytes) -> Any:
         ref, _ = schema_ref(data, self.name)

@@ -34,6 +34,8 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from codec import CodecName, get_codec
 from codec.registry import RegistryAccess, RegistryClient, frame_codec
+from loadgen.generator import run
+from loadgen.recording import record
 from schemas.errors import DecodeError
 from schemas.user.loader import load_schema
 from tests.fixtures.usermodels.registry_team import (
@@ -43,6 +45,7 @@ from tests.fixtures.usermodels.registry_team import (
     order_record,
     shipment_value,
 )
+from tests.integration.test_loadgen import consume_all, settings
 from tests.support import WorkerProcess, produce
 
 MODULE = "tests.fixtures.usermodels.registry_team"
@@ -213,3 +216,51 @@ def test_worker_reads_the_teams_avro(
         assert w.wait_for(n) == n
         assert w.messages("decode_error") == 0
         assert w.stop() == 0
+
+
+@pytest.mark.parametrize("case", ["avro", "msgspec-json"])
+def test_framed_replay_per_case(
+    case: CodecName,
+    sr: SchemaRegistryClient,
+    registry_url: str,
+    kafka_bootstrap: str,
+    topic_factory: Any,
+    tmp_path: Path,
+) -> None:
+    """A recording of the team's framed Avro, replayed as `codec-ab --framing
+    confluent --replay` has each case's load generator replay it: the avro case
+    sends the recorded bytes, frames and all; another case's values are the same
+    records transcoded into its own framed form (registered by the load generator)."""
+    source, target = topic_factory(1), topic_factory(1)
+    values = _team_avro(sr, source, 20)
+    produce(kafka_bootstrap, source, [{"value": v} for v in values])
+    out = tmp_path / "team.rec"
+    record(settings(kafka_bootstrap, source, record_out=out, record_timeout_s=2))
+    s = settings(
+        kafka_bootstrap,
+        target,
+        replay=out,
+        rate=2000,
+        count=20,
+        transcode=case,
+        framing="confluent",
+        registry={"url": registry_url},
+        schema=f"{MODULE}:Order",
+    )
+    assert run(s).acked == 20
+    sent = [m.value() for m in consume_all(kafka_bootstrap, target, 20)]
+    team = _ours("avro", AVRO_FORMS, registry_url)
+    if case == "avro":
+        assert sorted(sent) == sorted(values)
+        return
+    ours, plain = _ours(case, AVRO_FORMS, registry_url), get_codec(case, AVRO_FORMS)
+    assert all(v[0] == 0 for v in sent)  # framed, with the case's own schema id
+
+    def by_id(natives: list[Any]) -> list[Any]:
+        return sorted(natives, key=lambda n: n.order_id)
+
+    got = by_id([ours.decode(v) for v in sent])
+    want = by_id(
+        [plain.from_builtins(team.to_builtins(team.decode(v))) for v in values]
+    )
+    assert got == want
