@@ -11,7 +11,8 @@ with reason `schema_mismatch`.
   the model defaults that the writer lacks (`avro_resolution`); an identical schema
   (same parsing canonical form) takes the codec's own decoder.
 - Protobuf: the message indexes must name, in the registered file, the message the
-  codec decodes (same name path); the codec's generated class decodes the rest.
+  codec decodes (same name path), whose fields are the codec's number for number
+  (`protobuf_fields`); the codec's generated class decodes the rest.
 - JSON Schema: the codec's own JSON decoder (the registered JSON Schema is not
   validated per message: the codec's typed decode is the check).
 """
@@ -41,8 +42,10 @@ from codec.registry.avro_resolution import (
 )
 from codec.registry.client import RegisteredSchema
 from codec.registry.frame import indexes_bytes, message_indexes
+from codec.registry.protobuf_fields import field_mismatch
 from schemas.derive.avro_schema import NAMESPACE
-from schemas.errors import DecodeError
+from schemas.errors import ConfigError, DecodeError
+from schemas.prototext.parser import parse_proto
 
 FramedDecoder = Callable[[bytes, int], Any]
 """Decodes a framed value from the offset after its header."""
@@ -126,6 +129,20 @@ def message_names(text: str) -> dict[tuple[int, ...], tuple[str, ...]]:
     return found
 
 
+def registered_file(text: str) -> descriptor_pb2.FileDescriptorProto:
+    """A registered Protobuf schema: a base64 `FileDescriptorProto`, else `.proto`
+    text (parsed as `--schema FILE.proto` is).
+
+    Raises:
+        ConfigError: text the parser refuses (its line says why).
+    """
+    try:
+        raw = base64.b64decode(text, validate=True)
+        return descriptor_pb2.FileDescriptorProto.FromString(raw)
+    except (binascii.Error, ValueError, ProtobufDecodeError):
+        return parse_proto(text, "registered.proto")
+
+
 def _names_from_text(text: str) -> dict[tuple[int, ...], tuple[str, ...]]:
     found: dict[tuple[int, ...], tuple[str, ...]] = {}
     stack: list[tuple[tuple[str, ...], tuple[int, ...], list[int]] | None] = []
@@ -178,6 +195,14 @@ def protobuf_decoder(
     accepted = {path for path, names in registered.items() if names == ours}
     if not accepted:
         raise mismatch(name, ref, f"no message {'.'.join(ours)} in the registered file")
+    try:
+        file = registered_file(writer.text)
+    except ConfigError as exc:
+        raise mismatch(name, ref, f"its fields cannot be checked: {exc}") from None
+    for path in sorted(accepted):
+        why = field_mismatch(file, path, inner.native_type.DESCRIPTOR)
+        if why is not None:
+            raise mismatch(name, ref, why)
     own = inner.decode_unchecked
     # The indexes as a writer of this message writes them: compared as bytes first
     # (their encoding is prefix-free), parsed only when they differ.
