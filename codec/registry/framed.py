@@ -169,7 +169,9 @@ class FramedCodec:
         return json.dumps({"$schema": _JSON_SCHEMA, **schema, **body})
 
     def record_name(self) -> str:
-        """The record's full name (RecordNameStrategy's subject)."""
+        """The record's full name (RecordNameStrategy's subject): Avro's full name,
+        the protobuf message's, a JSON Schema's `title` (as confluent-kafka's
+        serializers name them)."""
         native = self.inner.native_type
         if self.schema_type == "AVRO":
             schema = self.inner.schema  # type: ignore[attr-defined]
@@ -177,7 +179,8 @@ class FramedCodec:
             return f"{space}.{schema['name']}" if space else str(schema["name"])
         if self.schema_type == "PROTOBUF":
             return str(native.DESCRIPTOR.full_name)
-        return f"{native.__module__}.{native.__qualname__}"
+        title = json.loads(self.schema_text()).get("title")
+        return str(title) if title else f"{native.__module__}.{native.__qualname__}"
 
     def use_writer(self, schema_id: int) -> None:
         """Writes values framed with ``schema_id`` (the id ``schema_text`` got)."""

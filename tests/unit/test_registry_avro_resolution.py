@@ -1,6 +1,6 @@
 """A team's own Avro schema (its names, enums, fixeds, logical types, an older
 version) resolved against the schema derived from its model: decoded to equal
-values, or refused once with the id and the reason. No network: the schemas sit in
+values, or refused once with the id and the reason; its JSON Schema's subject. No network: the schemas sit in
 an in-memory registry; tests/integration/test_registry_team.py writes the same with
 confluent-kafka's serializer into a real one."""
 
@@ -24,6 +24,7 @@ from tests.fixtures.usermodels.registry_team import (
     ORDER_AVRO,
     ORDER_AVRO_V1,
     Order,
+    Shipment,
     order_record,
 )
 
@@ -89,3 +90,13 @@ class TestTeamWriter:
         with pytest.raises(DecodeError):
             codec.decode(data)
         codec.decode(_framed(writer, order_record(1))[1])  # the others still read
+
+
+@pytest.mark.parametrize("name", ["msgspec-json", "json+pydantic", "orjson+pydantic"])
+def test_json_record_name_is_the_schema_title(name: str) -> None:
+    """RecordNameStrategy's subject for a JSON Schema is its `title`, as
+    confluent-kafka's JSONSerializer names it: the same for every JSON codec."""
+    forms = from_class(Shipment, "tests.fixtures.usermodels.registry_team:Shipment")
+    framed = frame_codec(get_codec(name, forms), InMemoryRegistry())  # type: ignore[arg-type]
+    assert framed.record_name() == json.loads(framed.schema_text())["title"]
+    assert framed.record_name() == "Shipment"
