@@ -48,7 +48,10 @@ def optional_fields(root: MessageShape, namespace: str) -> dict[str, set[str]]:
 
 
 def resolution_reader(
-    reader: Any, writer: Any, optional: Mapping[str, set[str]]
+    reader: Any,
+    writer: Any,
+    optional: Mapping[str, set[str]],
+    named: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The reader schema to resolve ``writer``'s values with (see the module).
 
@@ -56,12 +59,13 @@ def resolution_reader(
         reader: the derived schema (JSON form).
         writer: the writer's schema (JSON form).
         optional: `optional_fields` of the reader.
+        named: the named types of the schemas ``writer`` references (parsed).
 
     Raises:
         Unresolvable: a field the model requires is not written.
     """
     r: Any = fastavro.parse_schema(reader)
-    w: Any = fastavro.parse_schema(writer)
+    w: Any = fastavro.parse_schema(writer, named_schemas=dict(named or {}))
     adapter = _Adapter(r["__named_schemas"], w["__named_schemas"], optional)
     out: dict[str, Any] = adapter.adapt(r, w)
     return out

@@ -70,11 +70,14 @@ def avro_decoder(
         raise mismatch(name, ref, f"a {writer.schema_type} schema, not AVRO")
     reader_schema = inner.schema  # type: ignore[attr-defined]  # an AvroCodec
     try:
+        named: dict[str, Any] = {}  # the named types of the schemas it references
+        for text in writer.references:
+            fastavro.parse_schema(json.loads(text), named_schemas=named)
         writer_schema = json.loads(writer.text)
-        same = to_parsing_canonical_form(writer_schema) == to_parsing_canonical_form(
-            reader_schema
-        )
-        writer_parsed = fastavro.parse_schema(writer_schema)
+        same = not named and to_parsing_canonical_form(
+            writer_schema
+        ) == to_parsing_canonical_form(reader_schema)
+        writer_parsed = fastavro.parse_schema(writer_schema, named_schemas=dict(named))
     except Exception as exc:
         raise mismatch(
             name, ref, f"not an Avro schema ({type(exc).__name__})"
@@ -84,7 +87,7 @@ def avro_decoder(
         return lambda data, pos: own(data[pos:])
     optional = optional_fields(inner.shape, NAMESPACE)  # type: ignore[attr-defined]
     try:
-        reader = resolution_reader(reader_schema, writer_schema, optional)
+        reader = resolution_reader(reader_schema, writer_schema, optional, named)
         reader_parsed = fastavro.parse_schema(reader)
     except Unresolvable as exc:
         raise mismatch(name, ref, f"does not resolve: {exc}") from None

@@ -12,6 +12,7 @@ JSON Schema with `$defs`/`$ref`, formats and `additionalProperties`
 
 from __future__ import annotations
 
+import copy
 import json
 import uuid
 from collections.abc import Iterator
@@ -20,6 +21,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka.schema_registry import (
+    Schema,
+    SchemaReference,
     SchemaRegistryClient,
     record_subject_name_strategy,
     topic_record_subject_name_strategy,
@@ -264,3 +267,22 @@ def test_framed_replay_per_case(
         [plain.from_builtins(team.to_builtins(team.decode(v))) for v in values]
     )
     assert got == want
+
+
+def test_avro_schema_references(sr: SchemaRegistryClient, registry_url: str) -> None:
+    """A writer's schema that names a type registered under another subject (a
+    schema reference) is read with that type."""
+    address = ORDER_AVRO["fields"][7]["type"]
+    subject = f"address-{uuid.uuid4().hex[:8]}"
+    sr.register_schema(subject, Schema(json.dumps(address), "AVRO"))
+    writer = copy.deepcopy(ORDER_AVRO)
+    writer["fields"][7]["type"] = "com.shop.common.Address"
+    version = sr.get_latest_version(subject).version
+    references = [SchemaReference("com.shop.common.Address", subject, version)]
+    serializer = AvroSerializer(sr, Schema(json.dumps(writer), "AVRO", references))
+    ours, plain = _ours("avro", AVRO_FORMS, registry_url), get_codec("avro", AVRO_FORMS)
+    ctx = _ctx()
+    for i in range(3):
+        assert ours.decode(serializer(order_record(i), ctx)) == plain.from_builtins(
+            order_record(i)
+        )
