@@ -75,7 +75,7 @@ class FramedAutoCodec(AutoCodec):
         self._framed = dict(framed)
         self._client = client
         self._types: dict[int | str, str] = {}
-        self._unknown: dict[int | str, float] = {}
+        self._unknown: dict[int | str, tuple[float, DecodeError]] = {}
         self._cache_size = cache_size
         self._ttl = unknown_ttl_s
         self._sniffing: dict[int, Any] = {}
@@ -114,16 +114,19 @@ class FramedAutoCodec(AutoCodec):
         return codec.decode_unchecked(data)
 
     def _learn(self, ref: int | str) -> str:
-        """The schema type of ``ref``; an unknown id is not asked again for
-        ``unknown_ttl_s``; a registry that is down is (the client cools down)."""
+        """The schema type of ``ref``; an unknown id (or one whose lookup the
+        registry refused) is not asked again for ``unknown_ttl_s``; a registry that
+        is down is (the client cools down)."""
         now = time.monotonic()
-        if self._unknown.get(ref, 0.0) > now:
-            raise lookup_error(self.name, ref, SchemaNotFound(str(ref)))
+        until, error = self._unknown.get(ref, (0.0, None))
+        if error is not None and until > now:
+            raise error
         try:
             kind = self._client.schema_by_id(ref).schema_type
-        except SchemaNotFound as exc:
-            self._bounded(self._unknown)[ref] = now + self._ttl
-            raise lookup_error(self.name, ref, exc) from None
+        except (SchemaNotFound, ValueError) as exc:  # not found, or refused (HTTP 4xx)
+            error = lookup_error(self.name, ref, exc)
+            self._bounded(self._unknown)[ref] = (now + self._ttl, error)
+            raise error from None
         except RegistryUnavailable as exc:
             raise lookup_error(self.name, ref, exc) from None
         self._bounded(self._types)[ref] = kind

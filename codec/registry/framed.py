@@ -110,11 +110,12 @@ class FramedCodec:
             writer = self.client.schema_by_id(ref)
             build = _BUILDERS[self.schema_type]
             decoder = build(self.inner, writer, ref)
-        except (SchemaNotFound, DecodeError) as exc:
+        except (SchemaNotFound, ValueError, DecodeError) as exc:
+            # not found, or refused (HTTP 401, 403, 422...): not asked again for a while
             error = (
-                lookup_error(self.name, ref, exc)
-                if isinstance(exc, SchemaNotFound)
-                else exc
+                exc
+                if isinstance(exc, DecodeError)
+                else lookup_error(self.name, ref, exc)
             )
             self._remember(ref, self._failing(ref, error))
             raise error from None
