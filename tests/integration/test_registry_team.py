@@ -146,6 +146,10 @@ class TestTheirsDecodeInOurs:
             DecodeError, match=r"message indexes \[1, 0\] name Order.Line"
         ):
             ours.decode(data)
+        lines = _ours("protobuf", load_schema(f"{PROTO}:Order.Line"), registry_url)
+        assert data[5:8] == b"\x04\x02\x00"  # message indexes [1, 0]
+        got = lines.decode(data)  # another load of the file: another class
+        assert got.SerializeToString() == cls.Line(sku="x").SerializeToString()
 
     @pytest.mark.parametrize(
         "name", ["msgspec-json", "json+pydantic", "orjson+pydantic"]
