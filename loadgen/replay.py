@@ -189,10 +189,19 @@ def probe(
             why = why or f"partition {r.partition} offset {r.offset}: {_reason(exc)}"
             continue
         return
+    hint = "give --schema the schema it was recorded with"
+    framed_ids = {r.value[1:5] for r in first if r.value and r.value[0] == 0}
+    if (
+        framed is None
+        and len(framed_ids) >= 1
+        and all(r.value and r.value[:1] in (b"\x00", b"\x01") for r in first)
+    ):
+        ids = ", ".join(str(int.from_bytes(i, "big")) for i in sorted(framed_ids)[:3])
+        why += f"; its values look framed (magic byte 0, schema id {ids})"
+        hint = "give --framing confluent and the --registry-url they were written to"
     raise ConfigError(
         f"{where} does not decode as schema {spec!r}: none of its first "
-        f"{len(first)} records does (the first, {why}); give --schema the schema "
-        "it was recorded with"
+        f"{len(first)} records does (the first, {why}); {hint}"
     )
 
 
