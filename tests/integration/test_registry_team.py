@@ -125,7 +125,7 @@ class TestTheirsDecodeInOurs:
     def test_protobuf_message_index_other_than_first(
         self, sr: SchemaRegistryClient, registry_url: str
     ) -> None:
-        cls = PROTO_FORMS.proto
+        cls: Any = PROTO_FORMS.proto
         serializer = ProtobufSerializer(cls, sr, {"use.deprecated.format": False})
         ours, ctx = _ours("protobuf", PROTO_FORMS, registry_url), _ctx()
         for i in range(6):
@@ -186,7 +186,7 @@ class TestOursDecodeInTheirs:
     def test_protobuf(self, sr: SchemaRegistryClient, registry_url: str) -> None:
         ours, ctx = _ours("protobuf", PROTO_FORMS, registry_url), _ctx()
         ours.register(f"{ctx.topic}-value")
-        cls = PROTO_FORMS.proto
+        cls: Any = PROTO_FORMS.proto
         deserializer = ProtobufDeserializer(cls, {"use.deprecated.format": False})
         message = cls(order_id="o", status=2, attributes={"a": "b"}, coupon="c")
         message.placed_at.FromSeconds(1714566615)

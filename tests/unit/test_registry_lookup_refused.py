@@ -46,7 +46,7 @@ def test_a_refused_lookup_names_the_id_once(build: Any) -> None:
     registry = RefusingRegistry()
     codec = build(registry)
     for _ in range(3):
-        with pytest.raises(DecodeError, match="schema id 5: .*HTTP 401") as info:
+        with pytest.raises(DecodeError, match=r"schema id 5: .*HTTP 401") as info:
             codec.decode(id_header(5) + b"\x02")
         assert info.value.reason == "registry_unavailable"
     assert registry.lookups == 1

@@ -21,7 +21,7 @@ from schemas.errors import DecodeError
 from schemas.user.loader import from_class, load_schema
 
 PROTO = Path(__file__).parents[1] / "fixtures/usermodels/registry_team.proto"
-TEAM = load_schema(f"{PROTO}:Order").proto
+TEAM: Any = load_schema(f"{PROTO}:Order").proto
 
 
 class Line(pydantic.BaseModel):
