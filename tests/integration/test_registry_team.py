@@ -126,9 +126,14 @@ class TestTheirsDecodeInOurs:
         self, sr: SchemaRegistryClient, registry_url: str
     ) -> None:
         cls: Any = PROTO_FORMS.proto
-        serializer = ProtobufSerializer(cls, sr, {"use.deprecated.format": False})
-        ours, ctx = _ours("protobuf", PROTO_FORMS, registry_url), _ctx()
+        conf = {"use.deprecated.format": False}
+        serializers = [  # the Timestamp import left to the registry, or a reference
+            ProtobufSerializer(cls, sr, conf),
+            ProtobufSerializer(cls, sr, conf | {"skip.known.types": False}),
+        ]
+        ours, contexts = _ours("protobuf", PROTO_FORMS, registry_url), [_ctx(), _ctx()]
         for i in range(6):
+            serializer, ctx = serializers[i % 2], contexts[i % 2]
             message = cls(order_id=f"o-{i}", status=i % 3, attributes={"n": str(i)})
             message.placed_at.FromMicroseconds(1714566615123456 + i)
             if i % 2:
