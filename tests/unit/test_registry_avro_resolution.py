@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 import fastavro
+import pydantic
 import pytest
 
 from codec import get_codec
@@ -100,3 +101,56 @@ def test_json_record_name_is_the_schema_title(name: str) -> None:
     framed = frame_codec(get_codec(name, forms), InMemoryRegistry())  # type: ignore[arg-type]
     assert framed.record_name() == json.loads(framed.schema_text())["title"]
     assert framed.record_name() == "Shipment"
+
+
+def test_unions_arrays_and_maps_of_the_writers_named_types() -> None:
+    """An enum, a fixed and a record inside unions, arrays and maps take the
+    writer's definitions too (each defined once, then named)."""
+    from tests.fixtures.usermodels.registry_team import Address, Status
+
+    model = pydantic.create_model(
+        "Parcel",
+        status=(Status | None, None),
+        history=(list[Status], ...),
+        sums=(dict[str, pydantic.Base64Bytes], ...),
+        to=(Address | None, None),
+        back=(Address, ...),
+    )
+    status = ORDER_AVRO["fields"][5]["type"]
+    address = ORDER_AVRO["fields"][7]["type"]
+    writer = {
+        "type": "record",
+        "name": "Parcel",
+        "namespace": "com.shop.parcels",
+        "fields": [
+            {"name": "status", "type": ["null", status], "default": None},
+            {
+                "name": "history",
+                "type": {"type": "array", "items": "com.shop.parcels.Status"},
+            },
+            {
+                "name": "sums",
+                "type": {
+                    "type": "map",
+                    "values": {"type": "fixed", "name": "H", "size": 2},
+                },
+            },
+            {"name": "to", "type": ["null", address], "default": None},
+            {"name": "back", "type": "com.shop.common.Address"},
+        ],
+    }
+    record = {
+        "status": "PAID",
+        "history": ["NEW", "PAID"],
+        "sums": {"a": b"xy"},
+        "to": None,
+        "back": {"street": "s", "city": "c", "zip": "z"},
+    }
+    forms = from_class(model, "t:Parcel")
+    registry = InMemoryRegistry()
+    schema_id = registry.register("p-value", "AVRO", json.dumps(writer))
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(writer), record)
+    codec = frame_codec(get_codec("avro", forms), registry)
+    got = codec.decode(id_header(schema_id) + out.getvalue())
+    assert got == get_codec("avro", forms).from_builtins(record)
