@@ -5,7 +5,11 @@ target codec's is sent as recorded, byte for byte: the JSON cases of an A/B deco
 the team's own bytes (key order, aliases, unknown fields, numbers written as
 strings), not the tool's re-encoding of them. Only a record in another wire format
 is transcoded: decoded with the codec its `content-type` names (JSON: with the
-JSON codec of the schema's own form), re-encoded with the target.
+JSON codec of the schema's own form), re-encoded with the target. With `--framing
+confluent` (a case of `codec-ab --framing confluent --replay`), the target is framed
+with the schema it registers, a recorded frame is sent as recorded when its schema
+has the target's registry type, and any other record is decoded (a frame through
+the registry) and re-encoded framed.
 
 A record the target cannot carry is left out of the replay and counted under
 `"<field path>: <reason>"`, so the report can say what a switch would cost: it does
