@@ -32,7 +32,7 @@ from typing import Any, Final
 
 import msgspec
 
-from codec.base import Codec, as_encode_error, safe_decode
+from codec.base import Codec, as_decode_error, as_encode_error, safe_decode
 from codec.registry.client import (
     RegistryUnavailable,
     SchemaNotFound,
@@ -55,6 +55,17 @@ _BUILDERS: Final[dict[str, Callable[[Codec[Any], Any, int | str], FramedDecoder]
     "PROTOBUF": protobuf_decoder,
     "JSON": json_decoder,
 }
+
+
+def _naming(ref: int | str, error: DecodeError) -> DecodeError:
+    """``error`` (a payload the codec refused) naming the schema id it was
+    written with, for the dead letter's message."""
+    return DecodeError(
+        f"schema id {ref}: {error}",
+        codec=error.codec,
+        reason=error.reason,
+        cause_type=error.cause_type,
+    )
 
 
 class FramedCodec:
@@ -94,7 +105,12 @@ class FramedCodec:
             found = decoders.get(ref)
             if found is None:
                 found = learn(ref)
-            return found(data, pos)
+            try:  # free unless it raises (zero-cost try since Python 3.11)
+                return found(data, pos)
+            except (DecodeError, MemoryError):
+                raise  # a frame or schema fault names the id already
+            except Exception as exc:
+                raise _naming(ref, as_decode_error(name, exc)) from exc
 
         self.decode_unchecked = decode_unchecked
 

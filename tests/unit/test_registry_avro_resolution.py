@@ -21,6 +21,7 @@ from codec.registry.frame import id_header
 from codec.registry.memory import InMemoryRegistry
 from schemas.errors import DecodeError
 from schemas.user.loader import from_class
+from service.shadow.verdict import located
 from tests.fixtures.usermodels.registry_team import (
     ORDER_AVRO,
     ORDER_AVRO_V1,
@@ -88,8 +89,10 @@ class TestTeamWriter:
         writer = copy.deepcopy(ORDER_AVRO)
         writer["fields"][5]["type"]["symbols"].append("LOST")
         codec, data = _framed(writer, order_record(1) | {"status": "LOST"})
-        with pytest.raises(DecodeError):
-            codec.decode(data)
+        with pytest.raises(DecodeError, match=r"^schema id 1: ") as info:
+            codec.decode(data)  # a dead letter naming the id the value was written with
+        assert info.value.reason == "decode"
+        assert located(info.value) == ("status", "")  # the field, no payload quoted
         codec.decode(_framed(writer, order_record(1))[1])  # the others still read
 
 
