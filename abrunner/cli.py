@@ -239,7 +239,8 @@ def plan_from_settings(s: AbSettings) -> Plan:
         rotated=True,
     )
     if s.replay is not None:  # another schema's traffic would be all dead letters
-        replay.probe(s.replay, plan.profiles[0].schema)
+        framed = None if s.framing == "none" else s.registry.access()
+        replay.probe(s.replay, plan.profiles[0].schema, framed=framed)
     return plan
 
 

@@ -187,10 +187,11 @@ class AbSettings(BaseModel):
 
             for why in filter(None, map(framing_refusal, self.codecs)):
                 raise ValueError(f"framing = {self.framing!r}: {why}")
-            if self.replay is not None:
+            if self.replay is not None and self.registry.url is None:
                 raise ValueError(
-                    "framing: not with replay (replay a recording of "
-                    "framed values as recorded: codec-loadgen --replay)"
+                    "framing: a replay needs the registry its recording's schema "
+                    "ids are in: give --registry-url (a registry started for the "
+                    "run knows none of them)"
                 )
         return self
 

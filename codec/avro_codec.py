@@ -50,6 +50,7 @@ class AvroCodec(Generic[S]):
     def __init__(self, struct: type[S], shape: MessageShape) -> None:
         self._struct = struct
         self.native_type = struct
+        self.shape = shape
         self.schema = avro_schema(shape)
         parsed = fastavro.parse_schema(self.schema)
         read = fastavro.schemaless_reader

@@ -128,7 +128,7 @@ def safe_decode(codec: str, decode: Callable[[bytes], T], data: bytes) -> T:
     """Call `decode`, re-raising any failure but `MemoryError` as `DecodeError`."""
     try:
         return decode(data)
-    except MemoryError:
-        raise
+    except (MemoryError, DecodeError):
+        raise  # a DecodeError keeps its own cause (the library error it names)
     except Exception as exc:
         raise as_decode_error(codec, exc) from exc

@@ -5,7 +5,11 @@ target codec's is sent as recorded, byte for byte: the JSON cases of an A/B deco
 the team's own bytes (key order, aliases, unknown fields, numbers written as
 strings), not the tool's re-encoding of them. Only a record in another wire format
 is transcoded: decoded with the codec its `content-type` names (JSON: with the
-JSON codec of the schema's own form), re-encoded with the target.
+JSON codec of the schema's own form), re-encoded with the target. With `--framing
+confluent` (a case of `codec-ab --framing confluent --replay`), the target is framed
+with the schema it registers, a recorded frame is sent as recorded when its schema
+has the target's registry type, and any other record is decoded (a frame through
+the registry) and re-encoded framed.
 
 A record the target cannot carry is left out of the replay and counted under
 `"<field path>: <reason>"`, so the report can say what a switch would cost: it does
@@ -24,6 +28,7 @@ decode and one comparison per transcoded record, before the run, never in it.
 from __future__ import annotations
 
 import ast
+import contextlib
 import datetime
 import math
 import re
@@ -39,7 +44,7 @@ from codec import AutoCodec, Codec, get_codec, native_to_builtins
 from loadgen.config import LoadgenSettings
 from loadgen.recording import Record
 from schemas.compare import diff, read_native
-from schemas.errors import DecodeError
+from schemas.errors import ConfigError, DecodeError
 from schemas.shape import ListOf, MapOf, MessageShape, TupleOf, TypeShape, UnionOf
 from schemas.wire_shape import shape_of
 from service.kafka.headers import CONTENT_TYPE
@@ -98,9 +103,11 @@ def carry(
     """
     assert s.transcode is not None  # noqa: S101  # checked by the caller
     forms = s.forms
-    auto = get_codec("auto", forms, auto_json=s.transcode_json)
+    auto: Any = get_codec("auto", forms, auto_json=s.transcode_json)
     assert isinstance(auto, AutoCodec)  # noqa: S101  # get_codec's contract
-    target = get_codec(s.transcode, forms)
+    target: Any = get_codec(s.transcode, forms)
+    if s.framing == "confluent":
+        auto, target = _framed(s, auto, target)
     shape = shape_of(forms)
     out = Carried()
     for i, r in enumerate(records):
@@ -108,10 +115,13 @@ def carry(
             done(i)
         try:
             source = auto.codec_for(content_type(r))
-        except DecodeError:
-            why = "record: unknown content-type"
+            same = _same_wire(auto, source, target, r.value or b"")
+        except DecodeError as exc:
+            why = "record: " + (
+                "unknown content-type" if exc.reason == "content_type" else _short(exc)
+            )
         else:
-            if source.content_type == target.content_type:
+            if same:
                 out.indexes.append(i)
                 out.values.append(r.value)
                 out.as_recorded.append(True)
@@ -127,6 +137,36 @@ def carry(
             out.first_left_out = f"partition {r.partition} offset {r.offset}: {why}"
     done(len(records))
     return out
+
+
+def _framed(s: LoadgenSettings, auto: AutoCodec, target: Codec[Any]) -> Any:
+    """`auto` recognising frames (decoded through the registry) and `target` framed
+    with its schema registered (`--framing confluent`)."""
+    from codec.registry import RegistryClient, frame_auto, frame_codec
+    from codec.registry.client import RegistryUnavailable
+
+    client = RegistryClient(s.registry.access())
+    kinds = {"AVRO": "avro", "PROTOBUF": "protobuf", "JSON": s.transcode_json}
+    by_type = {}
+    for kind, name in kinds.items():
+        with contextlib.suppress(ConfigError):  # a form the schema refuses
+            by_type[kind] = get_codec(name, s.forms)  # type: ignore[arg-type]
+    framed = frame_codec(target, client)
+    subject = s.registry.subject(s.topic, framed.record_name())
+    try:
+        framed.register(subject)
+    except (RegistryUnavailable, ValueError) as exc:
+        raise ConfigError(f"config error: cannot register {subject!r}: {exc}") from None
+    return frame_auto(auto, by_type, client), framed
+
+
+def _same_wire(auto: Any, source: Any, target: Any, value: bytes) -> bool:
+    """Whether `value` is sent as recorded: in `target`'s wire format; framed,
+    a frame whose schema has the framed target's registry type."""
+    schema_type = getattr(target, "schema_type", None)
+    if schema_type is None:
+        return bool(source.content_type == target.content_type)
+    return value[:1] in (b"\x00", b"\x01") and auto.schema_type(value) == schema_type
 
 
 def transcode(

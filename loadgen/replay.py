@@ -14,11 +14,12 @@ a recording is traffic of the schema it is to be replayed as.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from codec import AutoCodec, get_codec
 from loadgen.carry import carry, content_type
@@ -29,6 +30,9 @@ from schemas.errors import ConfigError, DecodeError, RecordingError
 from schemas.registry import resolve
 from service.kafka.headers import STAMPED
 from service.shadow.verdict import located
+
+if TYPE_CHECKING:
+    from codec.registry import RegistryAccess
 
 PROBED: Final = 20
 """Records `probe` decodes: a recording of another schema fails on every one, while
@@ -143,13 +147,20 @@ def replay_source(s: LoadgenSettings, topic_partitions: int) -> Source:
     return source
 
 
-def probe(path: Path, spec: str, records: int = PROBED) -> None:
+def probe(
+    path: Path,
+    spec: str,
+    records: int = PROBED,
+    *,
+    framed: RegistryAccess | None = None,
+) -> None:
     """Refuse a recording none of whose first `records` records decodes as `spec`.
 
     Each record is decoded as a transcoding replay reads it: with the codec its
     `content-type` names, recorded JSON with the schema's own JSON form (a lax
-    model's traffic decodes). One record that decodes is enough: the others are
-    the report's dead letters, by field and reason.
+    model's traffic decodes); with `framed` (the registry of a `--framing
+    confluent` replay), a Confluent frame through that registry. One record that
+    decodes is enough: the others are the report's dead letters, by field and reason.
 
     Raises:
         ConfigError: the file is not a readable recording, or none of those
@@ -168,6 +179,8 @@ def probe(path: Path, spec: str, records: int = PROBED) -> None:
     except ConfigError:  # no JSON form: the replay's own check names the field
         return
     assert isinstance(auto, AutoCodec)  # noqa: S101  # get_codec's contract
+    if framed is not None:
+        auto = _framed_auto(auto, spec, framed)
     why = ""
     for r in first:
         try:
@@ -176,11 +189,35 @@ def probe(path: Path, spec: str, records: int = PROBED) -> None:
             why = why or f"partition {r.partition} offset {r.offset}: {_reason(exc)}"
             continue
         return
+    hint = "give --schema the schema it was recorded with"
+    framed_ids = {r.value[1:5] for r in first if r.value and r.value[0] == 0}
+    if (
+        framed is None
+        and len(framed_ids) >= 1
+        and all(r.value and r.value[:1] in (b"\x00", b"\x01") for r in first)
+    ):
+        ids = ", ".join(str(int.from_bytes(i, "big")) for i in sorted(framed_ids)[:3])
+        why += f"; its values look framed (magic byte 0, schema id {ids})"
+        hint = "give --framing confluent and the --registry-url they were written to"
     raise ConfigError(
         f"{where} does not decode as schema {spec!r}: none of its first "
-        f"{len(first)} records does (the first, {why}); give --schema the schema "
-        "it was recorded with"
+        f"{len(first)} records does (the first, {why}); {hint}"
     )
+
+
+def _framed_auto(auto: AutoCodec, spec: str, access: RegistryAccess) -> AutoCodec:
+    """`auto` reading Confluent frames through the registry at `access`."""
+    from codec.registry import RegistryClient, frame_auto
+
+    by_type = {}
+    for kind, name in (
+        ("AVRO", "avro"),
+        ("PROTOBUF", "protobuf"),
+        ("JSON", own_json(spec)),
+    ):
+        with contextlib.suppress(ConfigError):  # a form the schema refuses
+            by_type[kind] = get_codec(name, resolve(spec))  # type: ignore[arg-type]
+    return frame_auto(auto, by_type, RegistryClient(access))
 
 
 def _reason(exc: DecodeError) -> str:

@@ -1,8 +1,10 @@
 """Schema-registry framing: the codecs that have a registry form, behind the Confluent frame.
 
 Parts, in import order: `frame` (the header, message indexes) and `client` (a bounded
-Confluent-compatible HTTP client; `memory`, one without a registry, for benchmarks) < `decoders` (one per registered schema: Avro
-resolution, protobuf message indexes, JSON) < `framed` (``FramedCodec``: a wrapper
+Confluent-compatible HTTP client; `memory`, one without a registry, for benchmarks) <
+`avro_resolution` (the derived Avro reader adapted to a team's writer schema),
+`protobuf_fields` (a registered message's fields against the codec's) <
+`decoders` (one per registered schema: Avro resolution, protobuf message indexes, JSON) < `framed` (``FramedCodec``: a wrapper
 around an unframed codec, decoders cached per schema id) < `auto_framed` (`auto`
 recognising frames by their magic byte) < this registry of which codec has which
 registry type. May import `codec.base` and `schemas` only: the

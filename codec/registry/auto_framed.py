@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from codec.auto import AutoCodec
-from codec.base import CAPNP, FLATBUFFERS, Codec
+from codec.base import CAPNP, FLATBUFFERS, Codec, safe_decode
 from codec.registry.client import (
     RegistryUnavailable,
     SchemaNotFound,
@@ -46,6 +46,9 @@ class _Sniffing:
 
         self.decode_unchecked = decode_unchecked
 
+    def decode(self, data: bytes, /) -> Any:
+        return safe_decode(self.name, self.decode_unchecked, data)
+
 
 class FramedAutoCodec(AutoCodec):
     """An `AutoCodec` whose per-content-type codecs recognise frames first.
@@ -72,7 +75,7 @@ class FramedAutoCodec(AutoCodec):
         self._framed = dict(framed)
         self._client = client
         self._types: dict[int | str, str] = {}
-        self._unknown: dict[int | str, float] = {}
+        self._unknown: dict[int | str, tuple[float, DecodeError]] = {}
         self._cache_size = cache_size
         self._ttl = unknown_ttl_s
         self._sniffing: dict[int, Any] = {}
@@ -86,6 +89,15 @@ class FramedAutoCodec(AutoCodec):
             found = _Sniffing(base, self._decode_framed) if sniffs else base
             self._sniffing[id(base)] = found
         return found
+
+    def schema_type(self, data: bytes) -> str:
+        """The registry type (AVRO, PROTOBUF, JSON) of framed ``data``'s schema.
+
+        Raises:
+            DecodeError: not a frame, or its id's lookup failed (reason says which).
+        """
+        ref, _ = schema_ref(data, self.name)
+        return self._types.get(ref) or self._learn(ref)
 
     def _decode_framed(self, data: bytes) -> Any:
         ref, _ = schema_ref(data, self.name)
@@ -102,16 +114,19 @@ class FramedAutoCodec(AutoCodec):
         return codec.decode_unchecked(data)
 
     def _learn(self, ref: int | str) -> str:
-        """The schema type of ``ref``; an unknown id is not asked again for
-        ``unknown_ttl_s``; a registry that is down is (the client cools down)."""
+        """The schema type of ``ref``; an unknown id (or one whose lookup the
+        registry refused) is not asked again for ``unknown_ttl_s``; a registry that
+        is down is (the client cools down)."""
         now = time.monotonic()
-        if self._unknown.get(ref, 0.0) > now:
-            raise lookup_error(self.name, ref, SchemaNotFound(str(ref)))
+        until, error = self._unknown.get(ref, (0.0, None))
+        if error is not None and until > now:
+            raise error
         try:
             kind = self._client.schema_by_id(ref).schema_type
-        except SchemaNotFound as exc:
-            self._bounded(self._unknown)[ref] = now + self._ttl
-            raise lookup_error(self.name, ref, exc) from None
+        except (SchemaNotFound, ValueError) as exc:  # not found, or refused (HTTP 4xx)
+            error = lookup_error(self.name, ref, exc)
+            self._bounded(self._unknown)[ref] = (now + self._ttl, error)
+            raise error from None
         except RegistryUnavailable as exc:
             raise lookup_error(self.name, ref, exc) from None
         self._bounded(self._types)[ref] = kind

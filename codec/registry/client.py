@@ -1,7 +1,8 @@
 """A small Confluent-compatible schema registry client: fetch by id, register.
 
 Only the calls the framed codecs need (`GET /schemas/ids/{id}`, `GET
-/schemas/guids/{guid}`, `POST /subjects/{subject}/versions`), over the standard
+/schemas/guids/{guid}`, `POST /subjects/{subject}/versions`, and `GET
+/subjects/{subject}/versions/{version}` for the schemas one references), over the standard
 library's HTTP client with basic auth and a CA file. Each call is bounded: a timeout
 per attempt, a few attempts with a short back-off, so a registry that is down costs
 at most `budget_s` for the first message of a new id; after that the client answers
@@ -23,6 +24,8 @@ from typing import Any, Final, Protocol
 from schemas.errors import DecodeError
 
 _CONTENT: Final = "application/vnd.schemaregistry.v1+json"
+_MAX_REFERENCES: Final = 64
+"""More schemas referenced than any real one: a reference loop or junk stops here."""
 
 
 class RegistryUnavailable(Exception):
@@ -53,6 +56,9 @@ class RegisteredSchema:
     schema_type: str
     """AVRO, PROTOBUF or JSON (a missing `schemaType` means AVRO)."""
     text: str
+    references: tuple[str, ...] = ()
+    """The texts of the schemas it references (its `references`, theirs too),
+    each after the ones it references: Avro reads its named types from them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +114,30 @@ class RegistryClient:
         else:
             path = f"/schemas/guids/{ref[:8]}-{ref[8:12]}-{ref[12:16]}-{ref[16:20]}-{ref[20:]}"
         body = self._call("GET", path, None)
+        texts: dict[tuple[str, int], str] = {}
+        self._referenced(body, texts)
         return RegisteredSchema(
-            str(body.get("schemaType") or "AVRO"), str(body["schema"])
+            str(body.get("schemaType") or "AVRO"),
+            str(body["schema"]),
+            tuple(texts.values()),
         )
+
+    def _referenced(
+        self, body: dict[str, Any], texts: dict[tuple[str, int], str]
+    ) -> None:
+        """Fetches the schemas ``body`` references (depth first, each once) into
+        ``texts``, each after its own references."""
+        for ref in body.get("references") or ():
+            key = (str(ref["subject"]), int(ref["version"]))
+            if key in texts:
+                continue
+            if len(texts) >= _MAX_REFERENCES:
+                raise ValueError(f"more than {_MAX_REFERENCES} schema references")
+            subject = urllib.parse.quote(key[0], safe="")
+            found = self._call("GET", f"/subjects/{subject}/versions/{key[1]}", None)
+            texts[key] = ""  # taken: a cycle ends here
+            self._referenced(found, texts)
+            texts[key] = str(found["schema"])
 
     def register(self, subject: str, schema_type: str, text: str) -> int:
         """Registers ``text`` under ``subject`` (an existing equal one keeps its id).

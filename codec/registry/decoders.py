@@ -6,10 +6,13 @@ them); a writer's schema that cannot meet the reader's is refused here, once,
 with reason `schema_mismatch`.
 
 - Avro: the writer's schema resolved against the reader's (fastavro's reader-schema
-  resolution: a field added with a default, a field removed, a promoted type); an
-  identical schema (same parsing canonical form) takes the codec's own decoder.
+  resolution: a field added with a default, a field removed, a promoted type), the
+  reader first taking the writer's names, enums and fixeds and leaving out the fields
+  the model defaults that the writer lacks (`avro_resolution`); an identical schema
+  (same parsing canonical form) takes the codec's own decoder.
 - Protobuf: the message indexes must name, in the registered file, the message the
-  codec decodes (same name path); the codec's generated class decodes the rest.
+  codec decodes (same name path), whose fields are the codec's number for number
+  (`protobuf_fields`); the codec's generated class decodes the rest.
 - JSON Schema: the codec's own JSON decoder (the registered JSON Schema is not
   validated per message: the codec's typed decode is the check).
 """
@@ -32,9 +35,17 @@ from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 
 from codec.base import Codec, MalformedBuffer
+from codec.registry.avro_resolution import (
+    Unresolvable,
+    optional_fields,
+    resolution_reader,
+)
 from codec.registry.client import RegisteredSchema
 from codec.registry.frame import indexes_bytes, message_indexes
-from schemas.errors import DecodeError
+from codec.registry.protobuf_fields import field_mismatch
+from schemas.derive.avro_schema import NAMESPACE
+from schemas.errors import ConfigError, DecodeError
+from schemas.prototext.parser import parse_proto
 
 FramedDecoder = Callable[[bytes, int], Any]
 """Decodes a framed value from the offset after its header."""
@@ -59,11 +70,14 @@ def avro_decoder(
         raise mismatch(name, ref, f"a {writer.schema_type} schema, not AVRO")
     reader_schema = inner.schema  # type: ignore[attr-defined]  # an AvroCodec
     try:
+        named: dict[str, Any] = {}  # the named types of the schemas it references
+        for text in writer.references:
+            fastavro.parse_schema(json.loads(text), named_schemas=named)
         writer_schema = json.loads(writer.text)
-        same = to_parsing_canonical_form(writer_schema) == to_parsing_canonical_form(
-            reader_schema
-        )
-        writer_parsed = fastavro.parse_schema(writer_schema)
+        same = not named and to_parsing_canonical_form(
+            writer_schema
+        ) == to_parsing_canonical_form(reader_schema)
+        writer_parsed = fastavro.parse_schema(writer_schema, named_schemas=dict(named))
     except Exception as exc:
         raise mismatch(
             name, ref, f"not an Avro schema ({type(exc).__name__})"
@@ -71,7 +85,16 @@ def avro_decoder(
     own = inner.decode_unchecked
     if same:
         return lambda data, pos: own(data[pos:])
-    reader_parsed = fastavro.parse_schema(reader_schema)
+    optional = optional_fields(inner.shape, NAMESPACE)  # type: ignore[attr-defined]
+    try:
+        reader = resolution_reader(reader_schema, writer_schema, optional, named)
+        reader_parsed = fastavro.parse_schema(reader)
+    except Unresolvable as exc:
+        raise mismatch(name, ref, f"does not resolve: {exc}") from None
+    except Exception as exc:  # a writer's schema fastavro cannot meet ours with
+        raise mismatch(
+            name, ref, f"does not resolve ({type(exc).__name__}: {str(exc)[:120]})"
+        ) from None
     struct = inner.native_type
     dec_hook = inner._hooks.dec_hook  # type: ignore[attr-defined]  # an AvroCodec
     read, convert, bytes_io = fastavro.schemaless_reader, msgspec.convert, io.BytesIO
@@ -107,6 +130,20 @@ def message_names(text: str) -> dict[tuple[int, ...], tuple[str, ...]]:
 
     walk(file.message_type, (), ())
     return found
+
+
+def registered_file(text: str) -> descriptor_pb2.FileDescriptorProto:
+    """A registered Protobuf schema: a base64 `FileDescriptorProto`, else `.proto`
+    text (parsed as `--schema FILE.proto` is).
+
+    Raises:
+        ConfigError: text the parser refuses (its line says why).
+    """
+    try:
+        raw = base64.b64decode(text, validate=True)
+        return descriptor_pb2.FileDescriptorProto.FromString(raw)
+    except (binascii.Error, ValueError, ProtobufDecodeError):
+        return parse_proto(text, "registered.proto")
 
 
 def _names_from_text(text: str) -> dict[tuple[int, ...], tuple[str, ...]]:
@@ -161,6 +198,14 @@ def protobuf_decoder(
     accepted = {path for path, names in registered.items() if names == ours}
     if not accepted:
         raise mismatch(name, ref, f"no message {'.'.join(ours)} in the registered file")
+    try:
+        file = registered_file(writer.text)
+    except ConfigError as exc:
+        raise mismatch(name, ref, f"its fields cannot be checked: {exc}") from None
+    for path in sorted(accepted):
+        why = field_mismatch(file, path, inner.native_type.DESCRIPTOR)
+        if why is not None:
+            raise mismatch(name, ref, why)
     own = inner.decode_unchecked
     # The indexes as a writer of this message writes them: compared as bytes first
     # (their encoding is prefix-free), parsed only when they differ.

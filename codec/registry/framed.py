@@ -32,7 +32,7 @@ from typing import Any, Final
 
 import msgspec
 
-from codec.base import Codec, as_encode_error, safe_decode
+from codec.base import Codec, as_decode_error, as_encode_error, safe_decode
 from codec.registry.client import (
     RegistryUnavailable,
     SchemaNotFound,
@@ -55,6 +55,17 @@ _BUILDERS: Final[dict[str, Callable[[Codec[Any], Any, int | str], FramedDecoder]
     "PROTOBUF": protobuf_decoder,
     "JSON": json_decoder,
 }
+
+
+def _naming(ref: int | str, error: DecodeError) -> DecodeError:
+    """``error`` (a payload the codec refused) naming the schema id it was
+    written with, for the dead letter's message."""
+    return DecodeError(
+        f"schema id {ref}: {error}",
+        codec=error.codec,
+        reason=error.reason,
+        cause_type=error.cause_type,
+    )
 
 
 class FramedCodec:
@@ -94,7 +105,12 @@ class FramedCodec:
             found = decoders.get(ref)
             if found is None:
                 found = learn(ref)
-            return found(data, pos)
+            try:  # free unless it raises (zero-cost try since Python 3.11)
+                return found(data, pos)
+            except (DecodeError, MemoryError):
+                raise  # a frame or schema fault names the id already
+            except Exception as exc:
+                raise _naming(ref, as_decode_error(name, exc)) from exc
 
         self.decode_unchecked = decode_unchecked
 
@@ -110,11 +126,12 @@ class FramedCodec:
             writer = self.client.schema_by_id(ref)
             build = _BUILDERS[self.schema_type]
             decoder = build(self.inner, writer, ref)
-        except (SchemaNotFound, DecodeError) as exc:
+        except (SchemaNotFound, ValueError, DecodeError) as exc:
+            # not found, or refused (HTTP 401, 403, 422...): not asked again for a while
             error = (
-                lookup_error(self.name, ref, exc)
-                if isinstance(exc, SchemaNotFound)
-                else exc
+                exc
+                if isinstance(exc, DecodeError)
+                else lookup_error(self.name, ref, exc)
             )
             self._remember(ref, self._failing(ref, error))
             raise error from None
@@ -169,7 +186,9 @@ class FramedCodec:
         return json.dumps({"$schema": _JSON_SCHEMA, **schema, **body})
 
     def record_name(self) -> str:
-        """The record's full name (RecordNameStrategy's subject)."""
+        """The record's full name (RecordNameStrategy's subject): Avro's full name,
+        the protobuf message's, a JSON Schema's `title` (as confluent-kafka's
+        serializers name them)."""
         native = self.inner.native_type
         if self.schema_type == "AVRO":
             schema = self.inner.schema  # type: ignore[attr-defined]
@@ -177,7 +196,8 @@ class FramedCodec:
             return f"{space}.{schema['name']}" if space else str(schema["name"])
         if self.schema_type == "PROTOBUF":
             return str(native.DESCRIPTOR.full_name)
-        return f"{native.__module__}.{native.__qualname__}"
+        title = json.loads(self.schema_text()).get("title")
+        return str(title) if title else f"{native.__module__}.{native.__qualname__}"
 
     def use_writer(self, schema_id: int) -> None:
         """Writes values framed with ``schema_id`` (the id ``schema_text`` got)."""

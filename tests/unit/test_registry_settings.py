@@ -105,3 +105,19 @@ def test_loadgen_and_ab_refuse_msgpack_framing(
     args = ["--print-config", codec, "msgspec-msgpack", "--framing", "confluent"]
     assert main([*args, "--registry-url", URL]) == 2  # type: ignore[operator]
     assert "msgspec-msgpack has no schema registry type" in capsys.readouterr().err
+
+
+def test_ab_framed_replay_needs_the_recordings_registry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A framed recording's ids are in the registry that wrote it: a registry
+    started for the run would dead-letter every value, so codec-ab asks for it."""
+    monkeypatch.chdir(tmp_path)  # no registry recorded here
+    monkeypatch.delenv("REGISTRY_URL", raising=False)
+    recording = tmp_path / "framed.rec"
+    recording.write_bytes(b"")
+    args = ["--print-config", "--codecs", "avro", "--framing", "confluent"]
+    args += ["--replay", str(recording)]
+    assert ab_main(args) == 2
+    assert "give --registry-url" in capsys.readouterr().err
+    assert ab_main([*args, "--registry-url", URL]) == 0
