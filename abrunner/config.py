@@ -137,9 +137,13 @@ class AbSettings(BaseModel):
     partitions: Annotated[int, Field(ge=1, le=1000)] = 4
     baseline: str | None = None
     out: Path = Path("ab-results")
-    processing_guarantee: Literal["at-least-once", "exactly-once"] = "at-least-once"
+    processing_guarantee: Literal["at-least-once", "exactly-once", "both"] = (
+        "at-least-once"
+    )
     """The workers' `--processing-guarantee`: exactly-once commits each batch's
-    dead letters and offsets in one transaction (`service.delivery.transactions`)."""
+    dead letters and offsets in one transaction (`service.delivery.transactions`);
+    `both` (or `at-least-once,exactly-once`) runs the same load under each in turn
+    and reports exactly-once's cost per codec (`abrunner.guarantees`)."""
     logic: str | None = None
     """The workers' `--logic`: a team's `MODULE:CALLABLE` (loaded and checked here,
     `service.logic.user_handler`) or a built-in one; None: the worker's default."""
@@ -160,6 +164,15 @@ class AbSettings(BaseModel):
     end: Moment | None = None
     slice: Seconds = 300.0
     max_difference: Annotated[float, Field(gt=0)] = 0.10
+
+    @field_validator("processing_guarantee", mode="before")
+    @classmethod
+    def _both(cls, value: object) -> object:
+        if isinstance(value, str) and "," in value:
+            listed = {v.strip() for v in value.split(",")}
+            if listed == {"at-least-once", "exactly-once"}:
+                return "both"
+        return value
 
     @field_validator("logic")
     @classmethod
