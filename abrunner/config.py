@@ -207,13 +207,21 @@ class AbSettings(BaseModel):
     def worker_argv(self) -> tuple[str, ...]:
         """Every worker's extra arguments: `--logic`, `--processing-guarantee` (when
         not the default) and `worker_args` (`--worker-arg=--batch-size=1000` is
-        two arguments)."""
+        two arguments).
+
+        With a team's handler, `--max-attempts 1` unless `worker_args` sets it: a
+        handler that raises on a codec's objects (`model_dump` on a Struct) raises
+        on every attempt, and the retries' back-off (50 + 100 ms a message) would
+        hold that codec's worker to ~6 msg/s, measuring sleep, not CPU."""
         out: list[str] = []
+        extra = [w for a in self.worker_args for w in a.split("=", 1)]
         if self.logic is not None:
             out += ["--logic", self.logic]
+            if is_user_logic(self.logic) and "--max-attempts" not in extra:
+                out += ["--max-attempts", "1"]
         if self.processing_guarantee != "at-least-once":
             out += ["--processing-guarantee", self.processing_guarantee]
-        return (*out, *(w for a in self.worker_args for w in a.split("=", 1)))
+        return (*out, *extra)
 
     @property
     def bootstrap_given(self) -> bool:
