@@ -163,6 +163,16 @@ class TestAbReport:
         assert "| json-stdlib+pydantic | 40.00 | 10.00 | 20.00 | 10.00 | works" in text
         assert "| msgspec-json | 12.00 | 3.00 | 6.00 | 3.00 | fails: " in text
         assert "x \\| y" in text  # a verdict's pipe does not break the table
+        assert "50 synthetic messages" in text
+        replayed = Report(
+            plan=msgspec.structs.replace(plan, replay="traffic.rec"),
+            environment=report.environment,
+            results=results,
+            summary=report.summary,
+        )
+        assert "the first 50 messages of the replayed recording" in tables.markdown(
+            replayed
+        )
 
 
 class TestRecording:
@@ -215,6 +225,16 @@ class TestRecording:
         )
         sent = make_payloads(load_schema(PAYMENTS).shape, 12, seed=4)
         assert [p["paymentId"] for p in payloads] == [p["paymentId"] for p in sent]
+
+    def test_codec_ab_judges_a_replay_on_the_recording(self, tmp_path: Path) -> None:
+        path = self.traffic(tmp_path)
+        judged = dict(judge(SETTLE, PAYMENTS, CODECS, path))
+        payloads, source = recorded_payloads(path, PAYMENTS, 50)
+        schema = load_schema(PAYMENTS)
+        handler = load_handler(SETTLE)
+        report = check_logic(schema, SETTLE, handler, payloads, source=source)
+        assert judged == {c: report.verdicts[c].line() for c in CODECS}
+        assert "(12 messages)" in judged["json-stdlib+pydantic"]  # not 50 synthetic
 
     def test_a_recording_of_something_else_is_2(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
