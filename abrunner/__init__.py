@@ -7,6 +7,7 @@
 | `lab` | the lab run: a worker and a load generator per case on a broker the runner owns |
 | `staging` | the staging verdict: two live deployments read from Prometheus |
 | `framing` | `--framing confluent`: every case framed, a local registry if none is given |
+| `guarantees` | `--processing-guarantee both`: the same load under each guarantee, exactly-once's cost per codec |
 | `cli` | `codec-ab` and `codec-ab staging` |
 
 Each part may import only those above it in this table (`report` never imports `lab`),

@@ -36,6 +36,7 @@ from typing import Any, Final
 from rich.console import Console
 
 import service.settings.cli_flags as commands
+from abrunner import guarantees
 from abrunner.config import DEFAULT_CODECS, PREFERRED_BASELINE, TOOL, AbSettings
 from abrunner.framing import framed_plan
 from abrunner.lab import payload_sizing, runner
@@ -129,7 +130,8 @@ _FLAGS: Final = (
     Flag(
         "--processing-guarantee",
         ("processing_guarantee",),
-        "at-least-once|exactly-once",
+        "at-least-once|exactly-once|both (both: the same load under each, in "
+        "turn, and exactly-once's cost per codec in guarantees.md)",
     ),
     Flag(
         "--worker-arg",
@@ -233,7 +235,7 @@ def plan_from_settings(s: AbSettings) -> Plan:
         out=str(s.out),
         worker_args=s.worker_argv(),
         logic=s.logic,
-        logic_verdicts=judge_logic(s.logic, s.schema_, codecs),
+        logic_verdicts=judge_logic(s.logic, s.schema_, codecs, s.replay),
         loadgen_args=tuple(w for a in s.loadgen_args for w in a.split("=", 1)),
         replay=None if s.replay is None else str(s.replay),
         rotated=True,
@@ -273,11 +275,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if len(before) == 2:
         return _gate(settings, before[0], before[1], tuple(args.compare))
+    if settings.processing_guarantee == "both":
+        if args.compare:
+            print("codec-ab: --compare: not with both guarantees", file=sys.stderr)
+            return 2
+        return guarantees.run_both(settings, lambda one: _run(one, [], ())[:2])
+    return _run(settings, before, args.compare)[0]
+
+
+def _run(
+    settings: AbSettings, before: list[Report], compare_to: Sequence[str]
+) -> tuple[int, Report | None]:
+    """One A/B run with its report and `--compare` gate: (exit status, report)."""
     try:
         plan = plan_from_settings(settings)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
-        return 2
+        return 2, None
     console = Console(stderr=True)
     bootstrap = settings.bootstrap
     if bootstrap is not None and not settings.bootstrap_given:
@@ -288,16 +302,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     ) is not None:
         print(f"codec-ab: {problem}", file=sys.stderr)
-        return 2
+        return 2, None
     if bootstrap is not None:  # refused, mismatched or nobody there: one line, now
         try:
             _check_cluster(runner.Broker.of(bootstrap, settings.kafka).conf)
         except (AccessRefused, LocalKafkaError) as exc:
             print(f"codec-ab: error: {exc}", file=sys.stderr)
-            return 1
+            return 1, None
         except ConfigError as exc:
             print(exc, file=sys.stderr)
-            return 2
+            return 2, None
     try:
         with _interrupts(), framed_plan(settings, plan, console) as plan:
             report = runner.run(plan, bootstrap, console, settings.kafka)
@@ -306,18 +320,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             print_tables(report, sys.stdout)
     except KeyboardInterrupt:  # after the cases: while the report was written
         console.print("codec-ab: interrupted")
-        return INTERRUPTED
+        return INTERRUPTED, None
     console.print(
         f"report: {paths[0]}, {paths[1]} and {len(paths) - 2} charts"
         + (" (interrupted)" if report.interrupted else "")
     )
     if report.interrupted:
-        return INTERRUPTED
+        return INTERRUPTED, report
     status = 1 if any(map(_failed, report.results)) else 0
     if before:
-        names = (args.compare[0], str(paths[1]))
+        names = (compare_to[0], str(paths[1]))
         status = max(status, _gate(settings, before[0], report, names))
-    return status
+    return status, report
 
 
 def _gate(

@@ -137,9 +137,13 @@ class AbSettings(BaseModel):
     partitions: Annotated[int, Field(ge=1, le=1000)] = 4
     baseline: str | None = None
     out: Path = Path("ab-results")
-    processing_guarantee: Literal["at-least-once", "exactly-once"] = "at-least-once"
+    processing_guarantee: Literal["at-least-once", "exactly-once", "both"] = (
+        "at-least-once"
+    )
     """The workers' `--processing-guarantee`: exactly-once commits each batch's
-    dead letters and offsets in one transaction (`service.delivery.transactions`)."""
+    dead letters and offsets in one transaction (`service.delivery.transactions`);
+    `both` (or `at-least-once,exactly-once`) runs the same load under each in turn
+    and reports exactly-once's cost per codec (`abrunner.guarantees`)."""
     run_validators: bool = False
     """The workers' `--run-validators`: the derived Structs run a user's model's
     after validators (`schemas.user.struct_validators`)."""
@@ -163,6 +167,15 @@ class AbSettings(BaseModel):
     end: Moment | None = None
     slice: Seconds = 300.0
     max_difference: Annotated[float, Field(gt=0)] = 0.10
+
+    @field_validator("processing_guarantee", mode="before")
+    @classmethod
+    def _both(cls, value: object) -> object:
+        if isinstance(value, str) and "," in value:
+            listed = {v.strip() for v in value.split(",")}
+            if listed == {"at-least-once", "exactly-once"}:
+                return "both"
+        return value
 
     @field_validator("logic")
     @classmethod
@@ -198,15 +211,23 @@ class AbSettings(BaseModel):
     def worker_argv(self) -> tuple[str, ...]:
         """Every worker's extra arguments: `--logic`, `--processing-guarantee` (when
         not the default) and `worker_args` (`--worker-arg=--batch-size=1000` is
-        two arguments)."""
+        two arguments).
+
+        With a team's handler, `--max-attempts 1` unless `worker_args` sets it: a
+        handler that raises on a codec's objects (`model_dump` on a Struct) raises
+        on every attempt, and the retries' back-off (50 + 100 ms a message) would
+        hold that codec's worker to ~6 msg/s, measuring sleep, not CPU."""
         out: list[str] = []
+        extra = [w for a in self.worker_args for w in a.split("=", 1)]
         if self.logic is not None:
             out += ["--logic", self.logic]
+            if is_user_logic(self.logic) and "--max-attempts" not in extra:
+                out += ["--max-attempts", "1"]
         if self.processing_guarantee != "at-least-once":
             out += ["--processing-guarantee", self.processing_guarantee]
         if self.run_validators:
             out += ["--run-validators"]
-        return (*out, *(w for a in self.worker_args for w in a.split("=", 1)))
+        return (*out, *extra)
 
     @property
     def bootstrap_given(self) -> bool:

@@ -4,6 +4,7 @@
     codec-schema derive SCHEMA [--form F]      the derived forms as source text
     codec-schema check  SCHEMA [--count N]     every wire codec decodes the same values
     codec-schema check  SCHEMA --logic M:F     what a codec switch breaks in your handler
+                       [--recording FILE]  ... on a recording's messages
 
 SCHEMA is `MODULE:NAME` (a pydantic v2 model or a msgspec Struct, importable from
 PYTHONPATH or the current directory) or `FILE.proto:MESSAGE`.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Final
 
 from codec import codec_refusal
@@ -29,6 +31,7 @@ from schematool.codecs import WIRE_CODECS
 from schematool.logic_check import check_logic, render_logic
 from schematool.protosource import proto_source
 from schematool.pysource import msgspec_source, pydantic_source
+from schematool.recorded import recorded_payloads
 from schematool.show import render_show
 from schematool.wireforms import COMMENT, WIRE_FORMS, refusal_comment, wire_form
 from service import __version__
@@ -108,6 +111,14 @@ def _check_flags(check: argparse.ArgumentParser) -> None:
         "on the pydantic model",
     )
     check.add_argument(
+        "--recording",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="with --logic: the messages of this recording (codec-loadgen record; "
+        "its first --count records) instead of synthetic ones",
+    )
+    check.add_argument(
         "--seed", type=int, default=0, metavar="N", help="payload seed (default: 0)"
     )
     check.add_argument(
@@ -173,6 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if args.logic is not None:
             return _check_logic(schema, args.logic, args, options)
+        if args.recording is not None:
+            raise ConfigError("--recording: only with --logic")
         report = run_check(
             schema,
             count=args.count,
@@ -221,7 +234,15 @@ def _check_logic(
 ) -> int:
     """`check --logic`: the handler's verdict per codec (raises `ConfigError`)."""
     handler = load_handler(logic)
-    payloads = make_payloads(schema.shape, args.count, seed=args.seed, options=options)
-    report = check_logic(schema, logic, handler, payloads, codecs=args.codecs)
+    source = "synthetic"
+    if args.recording is not None:
+        payloads, source = recorded_payloads(args.recording, args.schema, args.count)
+    else:
+        payloads = make_payloads(
+            schema.shape, args.count, seed=args.seed, options=options
+        )
+    report = check_logic(
+        schema, logic, handler, payloads, source=source, codecs=args.codecs
+    )
     print(render_logic(report))
     return 0 if report.ok else 1

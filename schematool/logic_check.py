@@ -22,6 +22,7 @@ is the worker's.
 from __future__ import annotations
 
 import linecache
+import re
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from pydantic import BaseModel
 
 from codec import Codec, codec_refusal
 from codec.views import LazyView
+from schemas.carried import carried
 from schemas.user.loader import UserSchema
 from schematool.codecs import WIRE_CODECS, user_codec
 from schematool.logic_results import differences, normalise
@@ -40,6 +42,8 @@ from schematool.logic_results import differences, normalise
 REFERENCE: Final = "json+pydantic"
 Verdict = Literal["reference", "works", "differs", "fails", "refused"]
 _MAX_PATHS: Final = 6
+_MESSAGE_NOTE: Final = "codec-schema: the message was a "
+"""A note added to what the handler raised: the decoded object's kind."""
 
 
 @dataclass(slots=True)
@@ -141,8 +145,9 @@ def check_logic(
             built[name] = user_codec(name, schema)
             verdicts[name] = CodecVerdict(name)
     verdicts[REFERENCE].verdict = "reference"
+    changed = carried(schema.shape, schema.source)
     for payload in payloads:
-        _one_message(built, handler, payload, verdicts)
+        _one_message(built, handler, payload, verdicts, changed)
     for v in verdicts.values():
         if v.verdict == "works":
             v.verdict = "fails" if v.failed else "differs" if v.differed else "works"
@@ -154,6 +159,7 @@ def _one_message(
     handler: Callable[[Any], object],
     payload: dict[str, Any],
     verdicts: dict[str, CodecVerdict],
+    changed: dict[str, list[str]],
 ) -> None:
     expected = _outcome(built[REFERENCE], handler, payload)
     if expected is None:  # the model itself refuses it: not a handler question
@@ -171,7 +177,7 @@ def _one_message(
             if isinstance(expected, BaseException) and type(got) is type(expected):
                 continue
             v.failed += 1
-            v.failure = v.failure or _failure(got, handler)
+            v.failure = v.failure or _failure(got, handler, changed.get(name, []))
             continue
         if isinstance(expected, BaseException):
             raised = type(expected).__name__
@@ -206,16 +212,39 @@ def _outcome(
     try:
         return _Returned(handler(obj))
     except Exception as exc:  # whatever the team's code raises is the finding
+        exc.add_note(_MESSAGE_NOTE + _kind_of(obj))
         return exc
 
 
-def _failure(exc: BaseException, handler: Callable[[Any], object]) -> str:
-    """The exception, what it touched on what, and the handler's line."""
+def _failure(
+    exc: BaseException, handler: Callable[[Any], object], changed: Sequence[str]
+) -> str:
+    """The exception, what it touched on what (or what the message was), the
+    handler's line, and the fields that line reads which this codec carries as
+    another type (`schemas.carried`: a `Decimal` read as a str from protobuf)."""
     text = f"{type(exc).__name__}: {str(exc)[:160]}"
     if isinstance(exc, AttributeError) and exc.name is not None:
         text += f" (touched `{exc.name}` on {_kind_of(exc.obj)})"
-    where = _handler_line(exc, handler)
-    return f"{text}{where}"
+    else:
+        notes = getattr(exc, "__notes__", ())
+        kind = next((n for n in notes if n.startswith(_MESSAGE_NOTE)), "")
+        if kind:
+            text += f" (the message was a {kind.removeprefix(_MESSAGE_NOTE)})"
+    line, where = _handler_line(exc, handler)
+    reads = _changed_reads(line, changed)
+    return f"{text}{where}{reads}"
+
+
+def _changed_reads(line: str, changed: Sequence[str]) -> str:
+    """`; that line reads PATH, carried as FORM here` for each changed field whose
+    name the line reads as an attribute (`.amount`)."""
+    found = []
+    for entry in changed:
+        path, _, form = entry.partition(": ")
+        name = path.rsplit(".", 1)[-1].removesuffix("[]")
+        if re.search(rf"\.{re.escape(name)}\b", line):
+            found.append(f"`{path}`, {form.split(' (')[0]} on this codec")
+    return "; that line reads " + ", ".join(found) if found else ""
 
 
 def _kind_of(obj: object) -> str:
@@ -231,18 +260,21 @@ def _kind_of(obj: object) -> str:
     return name
 
 
-def _handler_line(exc: BaseException, handler: Callable[[Any], object]) -> str:
-    """`, at FILE:LINE `source`` for the deepest frame in the handler's own file."""
+def _handler_line(
+    exc: BaseException, handler: Callable[[Any], object]
+) -> tuple[str, str]:
+    """The source line of the deepest frame in the handler's own file, and
+    `, at FILE:LINE `source`` for it (empty without one)."""
     code = getattr(handler, "__code__", None)
     own = code.co_filename if code is not None else None
     frames = traceback.extract_tb(exc.__traceback__)
     mine = [f for f in frames if f.filename == own] or frames[1:]
     if not mine:
-        return ""
+        return "", ""
     frame = mine[-1]
     line = (frame.line or linecache.getline(frame.filename, frame.lineno or 0)).strip()
     short = frame.filename.rsplit("/", 1)[-1]
-    return f", at {short}:{frame.lineno} `{line}`"
+    return line, f", at {short}:{frame.lineno} `{line}`"
 
 
 def _general(path: str) -> str:

@@ -35,7 +35,7 @@ from prometheus_client import CollectorRegistry
 from codec.protobuf_codec import protobuf_backend
 from schemas.errors import ConfigError, DeliveryError, FatalError
 from service import __version__
-from service.delivery.batch_writes import batch_writes
+from service.delivery.batch_writes import BatchWrites, batch_writes
 from service.delivery.gated_writes import writer_config
 from service.kafka.admin_topics import TopicAdmin, Topics, await_topics
 from service.kafka.group_lag import watch_group
@@ -121,6 +121,8 @@ class Worker:
         self._admin: Topics | None = None
         self.consumer: WorkerConsumer | None = None
         self.loop: BatchLoop | None = None
+        self._renew: Callable[[], KafkaProducer] | None = None
+        self._writes: BatchWrites | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -153,7 +155,7 @@ class Worker:
                 producer = self._producer()
                 self._admin = None  # checks done: free its four librdkafka threads
                 if producer is not None:  # bounded: a stalled broker must not hang us
-                    stack.callback(self._shutdown.flush, producer)
+                    stack.callback(self._flush, producer)
                 shadow = shadow_for(
                     s, self.codec, self.registry, self._producer_factory
                 )
@@ -255,7 +257,13 @@ class Worker:
         conf = writer_config(s, self._admin)
         conf["error_cb"] = partial(self._on_client_error, source="producer:")
         conf["logger"] = kafka_logger()
+        self._renew = partial(self._producer_factory, conf)  # exactly-once's new one
         return self._producer_factory(conf)
+
+    def _flush(self, producer: KafkaProducer) -> None:
+        """Flush the writer at shutdown (exactly-once: the current producer)."""
+        txn = self._writes and self._writes.transactions
+        self._shutdown.flush(txn.producer if txn else producer)
 
     def _build_loop(
         self,
@@ -265,7 +273,10 @@ class Worker:
     ) -> BatchLoop:
         s = self.settings
         p = s.processing
-        writes = batch_writes(s, self.metrics, consumer, producer, self._stop.is_set)
+        writes = batch_writes(
+            s, self.metrics, consumer, producer, self._stop.is_set, self._renew
+        )
+        self._writes = writes
         handler = Handler(s.codec.forms, p.logic, p.work_us, p.read_fields)
         return BatchLoop(
             consumer,
@@ -341,8 +352,8 @@ class Worker:
     def _on_client_error(self, err: KafkaError, source: str = "") -> None:
         self.metrics.consumer_errors.labels(source + err.name()).inc()
         self.errors(err)  # logged rate-limited: librdkafka retries ~20 times a second
-        if err.fatal():
-            self._fatal = err
+        if err.fatal() and not (source and self._writes and self._writes.transactions):
+            self._fatal = err  # (exactly-once's producer: `Transactions` decides)
             self.stop()
 
     # -- periodic work (once a second, between batches) ----------------------------------

@@ -3,7 +3,9 @@
 With `--logic MODULE:CALLABLE` and a user's `--schema`, the runner judges the
 handler per codec before any case runs, in process and without Kafka, exactly as
 `codec-schema check SCHEMA --logic MODULE:CALLABLE` does on the same synthetic
-messages (`schematool.logic_check`): works, differs (where) or fails (why). The
+messages, or with `--replay FILE` on the recording's first messages as `check
+--recording FILE` takes them (`schematool.logic_check`, `schematool.recorded`):
+works, differs (where) or fails (why). The
 verdicts travel in the plan (report.json) and the report sets them beside each
 codec's CPU per message and its split: the decode, the handler (your code's time
 on that codec's objects, `worker_handle_seconds`) and the rest.
@@ -11,12 +13,14 @@ on that codec's objects, `worker_handle_seconds`) and the rest.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Final
 
 from abrunner.results import Report
 from schemas.registry import user_schema
 from schemas.user.synthetic import make_payloads
 from schematool.logic_check import check_logic
+from schematool.recorded import recorded_payloads
 from service.logic.user_handler import is_user_logic, load_handler
 
 MESSAGES: Final = 50
@@ -24,7 +28,10 @@ MESSAGES: Final = 50
 
 
 def judge(
-    logic: str | None, schema: str | None, codecs: tuple[str, ...]
+    logic: str | None,
+    schema: str | None,
+    codecs: tuple[str, ...],
+    replay: Path | None = None,
 ) -> tuple[tuple[str, str], ...]:
     """(codec, verdict line) for each codec, `codec-schema check --logic`'s lines;
     () without a team's handler or a user's schema.
@@ -38,7 +45,10 @@ def judge(
     user = user_schema(schema)
     if user is None:
         return ()
-    payloads = make_payloads(user.shape, MESSAGES, seed=0)
+    if replay is not None:
+        payloads, _source = recorded_payloads(replay, schema, MESSAGES)
+    else:
+        payloads = make_payloads(user.shape, MESSAGES, seed=0)
     report = check_logic(user, logic, load_handler(logic), payloads, codecs=codecs)
     return tuple(
         (codec, v.line()) for codec, v in report.verdicts.items() if codec in codecs
@@ -57,13 +67,18 @@ def section(report: Report) -> str | None:
     if not plan.logic_verdicts:
         return guarantee if plan.processing_guarantee == "exactly-once" else None
     rows = next(iter(report.summary.values()), {})
+    judged = f"{MESSAGES} synthetic messages"
+    recording = ""
+    if plan.replay is not None:
+        judged = f"the first {MESSAGES} messages of the replayed recording"
+        recording = " --recording FILE"
     lines = [
         *((guarantee, "") if plan.processing_guarantee == "exactly-once" else ()),
         "## Your logic on each codec",
         "",
         f"`{plan.logic}` ran in every worker. Verdict: its result on each codec's "
-        f"objects against its result on your pydantic model, {MESSAGES} synthetic "
-        "messages, no Kafka (the same as `codec-schema check SCHEMA --logic ...`). "
+        f"objects against its result on your pydantic model, {judged}, no Kafka "
+        f"(the same as `codec-schema check SCHEMA --logic ...{recording}`). "
         "CPU split per message: the decode (median of the worker's timed decodes) "
         "and your handler (mean of its timed calls that returned), both wall time, "
         "so preemption on a busy machine inflates them; the rest (CPU us/msg less "

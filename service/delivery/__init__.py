@@ -6,6 +6,7 @@
 | `gated_writes` | dead letters and outputs produced and confirmed before offsets move |
 | `batch_writes` | the loop's writers and delivery strategy, built once from the settings |
 | `transactions` | exactly-once: one Kafka transaction per batch (results, dead letters, offsets) |
+| `txn_calls` | a transactional call's deadline (librdkafka #5456) and its error's class |
 | `outputs` | the output topic's writer: the message, or a team's handler's result |
 | `held_partitions` | a batch whose writes failed: rewind, pause, retry with back-off |
 

@@ -36,9 +36,11 @@ def batch_writes(
     consumer: WorkerConsumer,
     producer: KafkaProducer | None,
     stopping: Callable[[], bool],
+    renew: Callable[[], KafkaProducer] | None = None,
 ) -> BatchWrites:
     """Build the writers; with exactly-once this calls `init_transactions` (the
-    broker is contacted).
+    broker is contacted). `renew` builds another producer like `producer` (the
+    same `transactional.id`), for when that one becomes unusable.
 
     Raises:
         FatalError: the producer could not be made transactional.
@@ -63,5 +65,11 @@ def batch_writes(
     )
     transactions = None
     if s.exactly_once and producer is not None:
-        transactions = Transactions(producer, consumer, p.delivery_timeout_s)
+        transactions = Transactions(
+            producer,
+            consumer,
+            p.delivery_timeout_s,
+            renew=renew,
+            replaced=None if confirmed is None else confirmed.use,
+        )
     return BatchWrites(poison, output, transactions)

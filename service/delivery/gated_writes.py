@@ -216,6 +216,12 @@ class ConfirmedProducer:
                 )
         return confirmed
 
+    def use(self, producer: KafkaProducer) -> None:
+        """Write through `producer` from now on (exactly-once: a new producer in
+        place of an unusable one); what the old one held is abandoned."""
+        self.abandon()
+        self._producer = producer
+
     def abandon(self) -> None:
         """Forget every unconfirmed write (their batch is processed again later).
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import structlog
@@ -63,14 +63,24 @@ class Hold:
         self.active = False
         """True while anything is held or being retried (the loop's one test)."""
 
-    def fail(self, msgs: Sequence[KafkaMessage], error: BaseException) -> None:
-        """Pause and rewind every partition of `msgs`; retry after the back-off."""
+    def fail(
+        self,
+        msgs: Sequence[KafkaMessage],
+        error: BaseException,
+        rewind: Mapping[int, int] | None = None,
+    ) -> None:
+        """Pause and rewind every partition of `msgs`; retry after the back-off.
+
+        Each is rewound to the batch's first offset for it, or to `rewind`'s
+        offset for it if given (exactly-once, a new producer: the group's
+        committed offsets, `service.delivery.transactions`)."""
         firsts: dict[int, TopicPartition] = {}
+        rewind = rewind or {}
         for m in msgs:
             partition: Any = m.partition()
             if m.error() is None and partition not in firsts:
                 topic: Any = m.topic()
-                offset: Any = m.offset()
+                offset: Any = rewind.get(partition, m.offset())
                 firsts[partition] = TopicPartition(topic, partition, offset)
         tps = list(firsts.values())
         if tps:

@@ -12,14 +12,25 @@
    group's generation when a rebalance gave its partitions to another member);
 4. `commit_transaction()`.
 
-Any failure aborts the transaction: nothing of the batch is visible to a
-`read_committed` reader and its offsets are not committed; the batch's partitions
-are rewound to its first offsets (the last committed ones: every batch before it
-committed) and paused, then retried with back-off (`service.delivery.held_partitions`).
-A fatal error (this producer was fenced: another process took its transactional id,
-or the broker says the producer is unusable) stops the worker with status 1; a
-restart begins from the committed offsets and its `init_transactions()` aborts
-whatever the old instance left open.
+A failed call is handled by librdkafka's class of its error
+(`service.delivery.txn_calls.error_class`): retriable, the call is made again
+until its timeout; `txn_requires_abort` (or any other error), the transaction is
+aborted: nothing of the batch is visible to a `read_committed` reader and its
+offsets are not committed; the batch's partitions are rewound to its first offsets
+(the last committed ones: every batch before it committed) and paused, then
+retried with back-off (`service.delivery.held_partitions`).
+
+A fatal error, or a call that does not return (librdkafka #5456:
+`send_offsets_to_transaction` can block forever after a broker restart, see
+`service.delivery.txn_calls`), makes the producer unusable: it is replaced by a new
+one with the same `transactional.id` (`init_transactions` fences the old one and
+ends whatever transaction it left open, committed or aborted), and the batch's
+partitions are rewound to the offsets the group has committed: if the commit's
+outcome is unknown, the group coordinator knows it. Being fenced (`_FENCED`,
+`PRODUCER_FENCED`) is the exception: a newer instance took the transactional id,
+and taking it back would fence that one in turn, so the worker stops with status 1;
+so it does after `MAX_REPLACEMENTS` replacements without a commit between them.
+A restart begins from the committed offsets.
 
 The transactional id is stable across restarts (`<group>-<host>-<worker index>`
 by default, `--transactional-id` to choose it), so a restarted worker fences its
@@ -31,15 +42,33 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 from typing import Any, Final
 
-from confluent_kafka import KafkaException, TopicPartition
+import structlog
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from schemas.errors import DeliveryError, FatalError
+from service.delivery.txn_calls import GRACE_S, CallThread, Stuck, error_class
+
+log = structlog.get_logger(__name__)
 
 _RETRY_PAUSE_S: Final = 0.1
 """Pause between attempts of a call librdkafka says is retriable."""
+MAX_REPLACEMENTS: Final = 3
+"""New producers in a row, with no commit between them, before the worker stops."""
+MAX_STUCK: Final = 10
+"""Stuck calls (each leaves a thread blocked in librdkafka) before the worker stops:
+a restart frees them."""
+_INIT_DEADLINE_S: Final = 120.0
+"""How long a new producer's `init_transactions` is retried (the broker may still
+be coming back), at least."""
+_FENCED: Final = frozenset(
+    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+)
+
+Rewind = dict[int, int]
+"""Partition -> the offset to read it again from (the group's committed offset)."""
 
 
 def transactional_id(group: str, index: int, configured: str | None = None) -> str:
@@ -57,8 +86,17 @@ class NoTransactions:
     def commit(self, positions: Sequence[TopicPartition], held: Container[int]) -> None:
         """Nothing to commit here: the loop stores offsets."""
 
-    def abort(self) -> None:
-        """Nothing to abort."""
+    def abort(self) -> Rewind | None:
+        """Nothing to abort; the batch is read again from its first offsets."""
+        return None
+
+
+class _Abortable(DeliveryError):
+    """The transaction must be aborted (or a retriable call ran out of time)."""
+
+
+class _Unusable(DeliveryError):
+    """The producer is unusable (fatal, not fenced) or a call is stuck: replace it."""
 
 
 class Transactions:
@@ -67,31 +105,73 @@ class Transactions:
     Args:
         producer: a confluent-kafka producer with `transactional.id` set;
             `init_transactions` is called here (it contacts the broker).
-        consumer: the loop's consumer (`position`, `consumer_group_metadata`).
+        consumer: the loop's consumer (`position`, `consumer_group_metadata`,
+            `assignment`, `committed`).
         timeout_s: how long each transactional call may take.
+        renew: builds a new producer with the same settings (the same
+            `transactional.id`); None: an unusable producer stops the worker.
+        replaced: told each new producer (the batch's writes go through it).
+        grace_s: how long past `timeout_s` a call may take before it is stuck.
     """
 
-    def __init__(self, producer: Any, consumer: Any, timeout_s: float) -> None:
-        self._producer = producer
+    def __init__(
+        self,
+        producer: Any,
+        consumer: Any,
+        timeout_s: float,
+        *,
+        renew: Callable[[], Any] | None = None,
+        replaced: Callable[[Any], None] | None = None,
+        grace_s: float = GRACE_S,
+    ) -> None:
+        self.producer = producer
         self._consumer = consumer
         self._timeout_s = timeout_s
+        self._renew = renew
+        self._replaced = replaced
+        self._grace_s = grace_s
+        self._calls = CallThread()
         self._open = False
+        self._unknown = False
+        """The batch's transaction ended with its producer: its outcome is the
+        group coordinator's to say (`abort` reads the committed offsets)."""
+        self._in_a_row = 0
         self.commits = 0
         self.aborts = 0
-        self._call(producer.init_transactions, "init_transactions")
+        self.replacements = 0
+        self.stuck = 0
+        self._init()
 
     def begin(self) -> None:
-        """Begin the batch's transaction."""
-        self._call(self._producer.begin_transaction, "begin_transaction")
-        self._open = True
+        """Begin the batch's transaction (after an abort or a new producer if the
+        last one left the producer unable to).
+
+        Raises:
+            FatalError: it could not begin even so.
+        """
+        for _ in range(MAX_REPLACEMENTS + 1):
+            try:
+                self._call(self.producer.begin_transaction, "begin_transaction")
+            except _Unusable as exc:
+                self._replace(str(exc))
+                continue
+            except _Abortable as exc:
+                log.warning("transaction_begin_failed", error=str(exc))
+                self._open = True  # whatever is open: abort it (or replace)
+                self.abort()  # nothing of a batch to rewind: none was read since
+                continue
+            self._open = True
+            return
+        raise FatalError("begin_transaction failed after aborts and new producers")
 
     def commit(self, positions: Sequence[TopicPartition], held: Container[int]) -> None:
         """Send the consumed positions (not those of rewound, `held`, partitions)
         to the transaction and commit it.
 
         Raises:
-            DeliveryError: the transaction must be aborted (the caller does).
-            FatalError: the producer is unusable (fenced).
+            DeliveryError: the transaction failed: the caller calls `abort`, which
+                says where to read again from.
+            FatalError: this producer was fenced, or no new one could commit.
         """
         done = []
         if positions:
@@ -100,57 +180,129 @@ class Transactions:
                 for tp in self._consumer.position(list(positions))
                 if tp.offset >= 0 and tp.partition not in held
             ]
-        if done:
-            metadata = self._consumer.consumer_group_metadata()
+        try:
+            if done:
+                metadata = self._consumer.consumer_group_metadata()
+                self._call(
+                    lambda: self.producer.send_offsets_to_transaction(
+                        done, metadata, self._timeout_s
+                    ),
+                    "send_offsets_to_transaction",
+                )
             self._call(
-                lambda: self._producer.send_offsets_to_transaction(
-                    done, metadata, self._timeout_s
-                ),
-                "send_offsets_to_transaction",
+                lambda: self.producer.commit_transaction(self._timeout_s),
+                "commit_transaction",
             )
-        self._call(
-            lambda: self._producer.commit_transaction(self._timeout_s),
-            "commit_transaction",
-        )
+        except _Unusable as exc:
+            self._replace(str(exc))
+            self._unknown = True
+            raise DeliveryError(str(exc)) from None
         self._open = False
+        self._in_a_row = 0
         self.commits += 1
 
-    def abort(self) -> None:
-        """Abort the open transaction, if any (its writes are never visible).
+    def abort(self) -> Rewind | None:
+        """End the batch's failed transaction; its writes are never visible.
+
+        Returns:
+            None: the batch is read again from its first offsets (the transaction
+            was aborted, so they are the committed ones); else the group's
+            committed offsets to read it again from (the producer was replaced and
+            the transaction's outcome is known only to the group coordinator).
 
         Raises:
-            FatalError: it could not be aborted: a restart's `init_transactions`
-                aborts it.
+            FatalError: no new producer could be made, or the committed offsets
+                could not be read: a restart begins from them.
         """
+        if self._unknown:
+            self._unknown = False
+            return self._committed()
         if not self._open:
-            return
+            return None
         self._open = False
         self.aborts += 1
         try:
             self._call(
-                lambda: self._producer.abort_transaction(self._timeout_s),
+                lambda: self.producer.abort_transaction(self._timeout_s),
                 "abort_transaction",
             )
         except DeliveryError as exc:
-            raise FatalError(str(exc)) from None
+            self._replace(f"abort failed: {exc}")
+            return self._committed()
+        return None
 
-    def _call(self, call: Any, what: str) -> None:
-        """`call()`, retried while librdkafka says retriable, up to the timeout."""
-        deadline = time.monotonic() + self._timeout_s
+    # -- the producer's lifecycle ---------------------------------------------------
+
+    def _init(self, deadline_s: float | None = None) -> None:
+        try:
+            self._call(
+                lambda: self.producer.init_transactions(self._timeout_s),
+                "init_transactions",
+                deadline_s,
+            )
+        except DeliveryError as exc:
+            raise FatalError(f"cannot use transactions: {exc}") from None
+
+    def _replace(self, why: str) -> None:
+        """A new producer with the same `transactional.id` in place of this one."""
+        if self._renew is None:
+            raise FatalError(why)
+        self._in_a_row += 1
+        if self._in_a_row > MAX_REPLACEMENTS:
+            raise FatalError(f"{why} ({MAX_REPLACEMENTS} new producers made no commit)")
+        if self.stuck > MAX_STUCK:
+            raise FatalError(f"{why} ({self.stuck} calls stuck in librdkafka)")
+        log.warning("transactional_producer_replaced", reason=why)
+        self._calls.abandon()  # its thread ends if its call ever returns
+        self._calls = CallThread()
+        self._open = False
+        self.producer = self._renew()
+        self.replacements += 1
+        # Fences the old producer; ends its open transaction first.
+        self._init(max(_INIT_DEADLINE_S, self._timeout_s))
+        if self._replaced is not None:
+            self._replaced(self.producer)
+
+    def _committed(self) -> Rewind:
+        """The group's committed offset of each assigned partition that has one."""
+        try:
+            tps = self._consumer.committed(
+                self._consumer.assignment(), timeout=self._timeout_s
+            )
+        except KafkaException as exc:
+            raise FatalError(
+                f"committed offsets unknown after a new producer: {exc.args[0].str()}"
+            ) from None
+        return {tp.partition: tp.offset for tp in tps if tp.offset >= 0}
+
+    def _call(self, call: Any, what: str, deadline_s: float | None = None) -> None:
+        """`call()` on the call thread, retried while librdkafka says retriable,
+        for up to `deadline_s` (the timeout by default).
+
+        Raises:
+            _Abortable: the transaction must be aborted.
+            _Unusable: the producer is unusable, or the call is stuck.
+            FatalError: the producer was fenced.
+        """
+        deadline = time.monotonic() + (deadline_s or self._timeout_s)
         while True:
             try:
-                call()
+                self._calls.call(call, self._timeout_s + self._grace_s, what)
                 return
+            except Stuck as exc:
+                self.stuck += 1
+                raise _Unusable(str(exc)) from None
             except KafkaException as exc:
                 err = exc.args[0]
-                if err.fatal():
+                text = f"{what} failed: {err.name()}: {err.str()}"
+                kind = error_class(err)
+                if kind == "fatal" and err.code() in _FENCED:
                     raise FatalError(
-                        f"{what}: {err.name()}: {err.str()} (the producer is unusable: "
-                        "fenced by another instance with its transactional id?)"
+                        f"{text} (fenced: a newer instance took this transactional id)"
                     ) from None
-                if err.retriable() and time.monotonic() < deadline:
+                if kind == "fatal":
+                    raise _Unusable(text) from None
+                if kind == "retry" and time.monotonic() < deadline:
                     time.sleep(_RETRY_PAUSE_S)
                     continue
-                raise DeliveryError(
-                    f"{what} failed: {err.name()}: {err.str()}"
-                ) from None
+                raise _Abortable(text) from None

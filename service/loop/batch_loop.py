@@ -143,7 +143,7 @@ class BatchLoop:
         self._assignment: dict[int, TopicPartition] = {}
         self._positions: list[TopicPartition] = []
         self._shadow = shadow
-        self._txn = transactions or NoTransactions()
+        self._txn: Transactions | NoTransactions = transactions or NoTransactions()
         self._tally = Tally()
         """The batch's tally, used again while it stays empty (the common case)."""
         self.hold = Hold(consumer, metrics)
@@ -264,11 +264,11 @@ class BatchLoop:
                 self._output[0].confirm()
             self._txn.commit(self._positions, hold.held)
         except (DeliveryError, BatchAbandoned) as exc:  # stored never, read again
-            self._txn.abort()
+            rewind = self._txn.abort()
             self._poison.abandon()
             if self._output is not None:
                 self._output[0].abandon()
-            hold.fail(msgs, exc)
+            hold.fail(msgs, exc, rewind)
             return
         if hold.active:
             hold.confirmed(msgs)

@@ -78,6 +78,7 @@ ENTRIES: Final = (
     Entry("E1 kill", eos.e1_kill_9, False),
     Entry("E1 rebalance", eos.e1_rebalance, False),
     Entry("E1 raises", eos.e1_handler_raises, False),
+    Entry("E1 broker", eos.e1_broker_restart, False),
     Entry("B1", budget.b1_shared_string_bomb, False),
     Entry("B2", budget.b2_message_budget, False),
     Entry("B3", budget.b3_backstop, False),

@@ -13,15 +13,17 @@ read_uncommitted reader sees besides: the aborted writes a transaction hid.
 from __future__ import annotations
 
 import random
+import signal
 import time
 import uuid
 from collections import Counter
+from functools import partial
 from typing import Final
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from codec import get_codec
-from tests.faults.harness import Env, FaultWorker, Outcome, wait_until
+from tests.faults.harness import Env, FaultBroker, FaultWorker, Outcome, wait_until
 from tests.faults.model import Written
 from tests.faults.observe import _written, tracebacks
 from tests.faults.producer import quiet
@@ -82,6 +84,54 @@ def e1_handler_raises(env: Env) -> Outcome:
         worker = _kill_and_restart(run, worker)
         _verdict(run, refused=True)
     return outcome
+
+
+def e1_broker_restart(env: Env) -> Outcome:
+    """The broker stopped (SIGTERM) mid-stream, down 5 s, restarted (x2).
+
+    On its own broker. A transaction is open most of the time, so the stop lands
+    inside one: its calls fail or hang in librdkafka (a coordinator request that
+    never times out, librdkafka #5456); the worker must abort or replace its
+    producer, rewind to the committed offsets and carry on, never exit.
+    """
+    outcome = Outcome(
+        "E1 broker", "Exactly-once: broker SIGTERM, down 5 s, restart (x2)"
+    )
+    with (
+        FaultBroker(env.root / "broker-e1") as broker,
+        Run(env, outcome, bootstrap=broker.bootstrap, worker_args=EOS) as run,
+    ):
+        worker = run.worker()
+        run.produce(rate=RATE, count=RATE * 40)
+        worker.wait_for(3 * RATE, timeout=90)
+        for _ in range(2):
+            done = worker.processed()
+            run.mark("broker SIGTERM")
+            broker.stop(signal.SIGTERM)
+            time.sleep(5)
+            broker.start()
+            run.fault_ends.append(run.mark("broker answers again"))
+            try:
+                wait_until(
+                    partial(_resumed, worker, done + RATE),
+                    120,
+                    every=0.5,
+                    what="processing after the restart",
+                )
+            except TimeoutError:
+                outcome.fail(
+                    f"stuck: {worker.processed() - done} message(s) processed in "
+                    "120 s after the broker restart"
+                )
+                return outcome
+        if not worker.alive():
+            outcome.fail(f"the worker exited ({worker.exit_code()}) over the fault")
+        _verdict(run, refused=False)
+    return outcome
+
+
+def _resumed(worker: FaultWorker, past: int) -> bool:
+    return worker.processed() > past or not worker.alive()
 
 
 def _kill_and_restart(run: Run, worker: FaultWorker) -> FaultWorker:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from decimal import Decimal
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -12,11 +13,14 @@ from abrunner.plan import Plan, Profile
 from abrunner.report import tables
 from abrunner.report.logic_verdicts import judge
 from abrunner.results import CaseResult, Report
+from loadgen.recording import Record, RecordingInfo, RecordingWriter
 from schemas.user.loader import load_schema
 from schemas.user.synthetic import make_payloads
 from schematool import cli
+from schematool.codecs import user_codec
 from schematool.logic_check import CodecVerdict, check_logic
 from schematool.logic_results import differences, normalise
+from schematool.recorded import recorded_payloads
 from service.logic.user_handler import load_handler
 
 PAYMENTS = "tests.fixtures.usermodels.payments:PaymentEvent"
@@ -159,3 +163,132 @@ class TestAbReport:
         assert "| json-stdlib+pydantic | 40.00 | 10.00 | 20.00 | 10.00 | works" in text
         assert "| msgspec-json | 12.00 | 3.00 | 6.00 | 3.00 | fails: " in text
         assert "x \\| y" in text  # a verdict's pipe does not break the table
+        assert "50 synthetic messages" in text
+        replayed = Report(
+            plan=msgspec.structs.replace(plan, replay="traffic.rec"),
+            environment=report.environment,
+            results=results,
+            summary=report.summary,
+        )
+        assert "the first 50 messages of the replayed recording" in tables.markdown(
+            replayed
+        )
+
+
+class TestRecording:
+    """`check --logic --recording FILE`: the handler judged on recorded traffic
+    (the format `codec-loadgen record` writes), each record decoded by the codec
+    its content-type names; records not of the schema are left out and said."""
+
+    @staticmethod
+    def record(tmp_path: Path, values: list[tuple[bytes, bytes | None]]) -> Path:
+        path = tmp_path / "payments.rec"
+        info = RecordingInfo("payments", 1, 1_767_225_600_000_000_000)
+        with RecordingWriter(path, info) as out:
+            for i, (value, ctype) in enumerate(values):
+                headers: list[tuple[str, bytes | None]] = (
+                    [] if ctype is None else [("content-type", ctype)]
+                )
+                out.write(Record(0, i, 1, 1_000 + i, None, value, headers))
+        return path
+
+    def traffic(self, tmp_path: Path) -> Path:
+        schema = load_schema(PAYMENTS)
+        values: list[tuple[bytes, bytes | None]] = []
+        for i, payload in enumerate(make_payloads(schema.shape, 12, seed=4)):
+            name = "protobuf" if i % 3 == 0 else "json+pydantic"
+            codec = user_codec(name, schema)
+            ctype = codec.content_type.encode() if i % 2 else None  # JSON: no header
+            if name == "protobuf":
+                ctype = codec.content_type.encode()
+            values.append((codec.encode(codec.from_builtins(payload)), ctype))
+        values.append((b"not a payment", b"application/json"))
+        return self.record(tmp_path, values)
+
+    def test_the_verdicts_on_a_recording(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        path = self.traffic(tmp_path)
+        argv = ["check", PAYMENTS, "--logic", SETTLE, "--recording", str(path)]
+        assert cli.main([*argv, "--codecs", ",".join(CODECS)]) == 1
+        out = capsys.readouterr().out
+        assert f"12 recorded ('{path}'; 1 more not decodable" in out
+        assert "touched `model_dump` on msgspec Struct PaymentEvent" in out
+        assert "FAIL" in out
+
+    def test_the_payloads_are_the_recorded_messages(self, tmp_path: Path) -> None:
+        path = self.traffic(tmp_path)
+        payloads, source = recorded_payloads(path, PAYMENTS, 50)
+        assert (
+            source
+            == f"recorded ('{path}'; 1 more not decodable as the schema, left out)"
+        )
+        sent = make_payloads(load_schema(PAYMENTS).shape, 12, seed=4)
+        assert [p["paymentId"] for p in payloads] == [p["paymentId"] for p in sent]
+
+    def test_codec_ab_judges_a_replay_on_the_recording(self, tmp_path: Path) -> None:
+        path = self.traffic(tmp_path)
+        judged = dict(judge(SETTLE, PAYMENTS, CODECS, path))
+        payloads, source = recorded_payloads(path, PAYMENTS, 50)
+        schema = load_schema(PAYMENTS)
+        handler = load_handler(SETTLE)
+        report = check_logic(schema, SETTLE, handler, payloads, source=source)
+        assert judged == {c: report.verdicts[c].line() for c in CODECS}
+        assert "(12 messages)" in judged["json-stdlib+pydantic"]  # not 50 synthetic
+
+    def test_a_recording_of_something_else_is_2(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        path = self.record(tmp_path, [(b"\x00\x01", None), (b"[]", None)])
+        argv = ["check", PAYMENTS, "--logic", SETTLE, "--recording", str(path)]
+        assert cli.main(argv) == 2
+        assert "none of its first 2 records decodes" in capsys.readouterr().err
+
+    def test_only_with_logic(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        path = self.traffic(tmp_path)
+        assert cli.main(["check", PAYMENTS, "--recording", str(path)]) == 2
+        assert "--recording: only with --logic" in capsys.readouterr().err
+
+
+class TestBlame:
+    """A failure names what the handler touched, or what the message was, and the
+    changed field its line reads: another team's handler (isinstance,
+    model_fields_set, model_copy, model_dump, a Decimal in a nested list)."""
+
+    REFUNDS = "tests.fixtures.usermodels.refunds:Refund"
+    HANDLERS = "tests.fixtures.handlers.refunds"
+
+    def verdicts(self, name: str) -> dict[str, CodecVerdict]:
+        schema = load_schema(self.REFUNDS)
+        payloads = make_payloads(schema.shape, 20, seed=1)
+        spec = f"{self.HANDLERS}:{name}"
+        codecs = ("json-stdlib+pydantic", "msgspec-msgpack", "protobuf")
+        report = check_logic(schema, spec, load_handler(spec), payloads, codecs=codecs)
+        return dict(report.verdicts)
+
+    def test_an_isinstance_guard_names_the_message_type(self) -> None:
+        v = self.verdicts("approve")
+        assert v["json-stdlib+pydantic"].verdict == "works"
+        struct = v["msgspec-msgpack"]
+        assert struct.verdict == "fails"
+        assert "(the message was a msgspec Struct Refund)" in struct.failure
+        assert "(the message was a protobuf message Refund)" in v["protobuf"].failure
+
+    def test_the_pydantic_api_is_what_a_struct_lacks(self) -> None:
+        v = self.verdicts("settle")
+        assert "touched `model_fields_set` on msgspec Struct Refund" in (
+            v["msgspec-msgpack"].failure
+        )
+
+    def test_a_decimal_read_as_a_string_is_named(self) -> None:
+        v = self.verdicts("total")
+        assert v["msgspec-msgpack"].verdict == "works"
+        proto = v["protobuf"]
+        assert proto.verdict == "fails"
+        assert "TypeError" in proto.failure
+        assert (
+            "that line reads `Refund.lines[].price.amount`, carried as string on "
+            "this codec" in proto.failure
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,7 @@ from loadgen.payloads import make_payloads
 from schemas.errors import FatalError
 from service.delivery.batch_writes import batch_writes
 from service.delivery.gated_writes import writer_config
+from service.delivery.txn_calls import error_class
 from service.logic.builtin import Handler
 from service.loop.batch_loop import BatchLoop
 from service.settings.worker import Settings
@@ -33,9 +35,15 @@ class TxnProducer(FakeProducer):
     calls: list[str] = field(default_factory=list)
     fail_on: dict[str, KafkaError] = field(default_factory=dict)
     offsets: list[list[tuple[int, int]]] = field(default_factory=list)
+    hang_on: str | None = None
+    """A call that blocks until `release` is set (librdkafka #5456)."""
+    release: threading.Event = field(default_factory=threading.Event)
 
     def _do(self, name: str) -> None:
         self.calls.append(name)
+        if name == self.hang_on:
+            self.hang_on = None
+            self.release.wait()
         err = self.fail_on.pop(name, None)
         if err is not None:
             raise KafkaException(err)
@@ -80,11 +88,22 @@ def settings(**processing: Any) -> Settings:
 
 
 class Rig:
-    def __init__(self, s: Settings) -> None:
+    def __init__(self, s: Settings, *, renew: bool = False) -> None:
         self.consumer = TxnConsumer()
         self.producer = TxnProducer()
+        self.producers = [self.producer]
         metrics = Metrics(CollectorRegistry(), codec=CODEC.name, schema="medium")
-        writes = batch_writes(s, metrics, self.consumer, self.producer, lambda: False)
+        writes = batch_writes(
+            s,
+            metrics,
+            self.consumer,
+            self.producer,
+            lambda: False,
+            self._renew if renew else None,
+        )
+        assert writes.transactions is not None
+        self.txn = writes.transactions
+        self.txn._grace_s = 0.05  # a stuck call is given up at once
         p = s.processing
         handler = Handler("medium", p.logic)
         self.loop = BatchLoop(
@@ -101,6 +120,10 @@ class Rig:
             batch_timeout_s=0.01,
         )
         self.loop.assign([TopicPartition("in", 0), TopicPartition("in", 1)])
+
+    def _renew(self) -> TxnProducer:
+        self.producers.append(TxnProducer())
+        return self.producers[-1]
 
     def run(self, first: int, n: int, partition: int = 0) -> None:
         batch = [
@@ -171,6 +194,116 @@ class TestBatches:
         fenced = KafkaError(KafkaError._FENCED, "fenced", fatal=True)
         rig.producer.fail_on["commit"] = fenced
         with pytest.raises(FatalError, match="fenced"):
+            rig.run(0, 10)
+
+
+def _err(code: int, **kind: bool) -> KafkaError:
+    return KafkaError(code, "injected", **kind)
+
+
+class TestErrorClasses:
+    """A failed transactional call is handled by librdkafka's class of its error:
+    retriable is retried, txn_requires_abort aborts and rewinds to the batch's
+    first offsets, fatal (not fenced) and a call that never returns get a new
+    producer with the same transactional id and rewind to the committed offsets."""
+
+    def test_the_classes(self) -> None:
+        fatal = _err(KafkaError._FATAL, fatal=True, txn_requires_abort=True)
+        assert error_class(fatal) == "fatal"
+        both = _err(KafkaError._TIMED_OUT, retriable=True, txn_requires_abort=True)
+        assert error_class(both) == "abort"
+        assert error_class(_err(KafkaError._TIMED_OUT, retriable=True)) == "retry"
+        assert error_class(_err(KafkaError._STATE)) == "abort"
+
+    def test_retriable_is_retried(self) -> None:
+        rig = Rig(settings(), renew=True)
+        rig.producer.fail_on["commit"] = _err(KafkaError._TIMED_OUT, retriable=True)
+        rig.run(0, 10)
+        assert rig.producer.calls == ["init", "begin", "offsets", "commit", "commit"]
+        assert not rig.loop.hold.active
+        assert rig.txn.commits == 1
+
+    def test_requires_abort_aborts_and_rewinds(self) -> None:
+        rig = Rig(settings(), renew=True)
+        rig.consumer.committed_offsets[0] = 0
+        rig.producer.fail_on["offsets"] = _err(
+            KafkaError.CONCURRENT_TRANSACTIONS, txn_requires_abort=True
+        )
+        rig.run(0, 10)
+        assert rig.producer.calls[-1] == "abort"
+        assert len(rig.producers) == 1
+        assert rig.loop.hold.held[0].offset == 0
+        rig.run(10, 5, partition=1)  # the next batch's transaction goes through
+        assert rig.producer.calls[-3:] == ["begin", "offsets", "commit"]
+
+    @pytest.mark.parametrize("where", ["offsets", "commit"])
+    def test_fatal_gets_a_new_producer_and_rewinds_to_committed(
+        self, where: str
+    ) -> None:
+        rig = Rig(settings(), renew=True)
+        rig.run(0, 10)
+        fatal = _err(KafkaError.INVALID_TXN_STATE, fatal=True)
+        rig.producer.fail_on[where] = fatal
+        # The group coordinator says whether the transaction got through: here
+        # it did (a commit that failed after the coordinator wrote it).
+        rig.consumer.committed_offsets[0] = 15
+        rig.run(10, 5)
+        assert len(rig.producers) == 2
+        new = rig.producers[1]
+        assert new.calls == ["init"]  # fences the old one
+        assert rig.loop.hold.held[0].offset == 15  # not 10: no duplicate
+        rig.loop.hold.due()  # (its back-off is not waited for here)
+        rig.run(15, 5, partition=1)  # resumed through the new producer
+        assert new.calls == ["init", "begin", "offsets", "commit"]
+        assert [r["topic"] for r in new.acked].count("out") + [
+            r["topic"] for r in new.acked
+        ].count("in.dlq") == 5
+
+    def test_a_stuck_call_gets_a_new_producer(self) -> None:
+        rig = Rig(settings(delivery_timeout_s=0.05), renew=True)
+        rig.consumer.committed_offsets[0] = 0
+        rig.producer.hang_on = "offsets"
+        try:
+            rig.run(0, 10)
+            assert rig.txn.stuck == 1
+            assert len(rig.producers) == 2
+            assert rig.producers[1].calls == ["init"]
+            assert rig.loop.hold.held[0].offset == 0
+            rig.run(0, 10, partition=1)
+            assert rig.producers[1].calls[-3:] == ["begin", "offsets", "commit"]
+        finally:
+            rig.producer.release.set()
+
+    def test_without_renew_a_stuck_call_stops_the_worker(self) -> None:
+        rig = Rig(settings(delivery_timeout_s=0.05))
+        rig.producer.hang_on = "commit"
+        try:
+            with pytest.raises(FatalError, match="did not return"):
+                rig.run(0, 10)
+        finally:
+            rig.producer.release.set()
+
+    def test_a_failed_begin_aborts_then_begins(self) -> None:
+        rig = Rig(settings(), renew=True)
+        rig.producer.fail_on["begin"] = _err(KafkaError._STATE)
+        rig.run(0, 10)
+        assert rig.producer.calls == [
+            *("init", "begin", "abort"),
+            *("begin", "offsets", "commit"),
+        ]
+
+    def test_new_producers_that_never_commit_stop_the_worker(self) -> None:
+        rig = Rig(settings(), renew=True)
+        fatal = _err(KafkaError._FATAL, fatal=True)
+
+        def broken() -> TxnProducer:
+            p = TxnProducer(fail_on={"begin": fatal})
+            rig.producers.append(p)
+            return p
+
+        rig.txn._renew = broken
+        rig.producer.fail_on["begin"] = fatal
+        with pytest.raises(FatalError, match="made no commit"):
             rig.run(0, 10)
 
 

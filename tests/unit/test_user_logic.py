@@ -204,8 +204,21 @@ class TestAbLogic:
         plan = ab_cli.plan_from_settings(
             AbSettings(codecs=["protobuf"], logic=spec, worker_args=["--work-us=1"])
         )
-        assert plan.worker_args == ("--logic", spec, "--work-us", "1")
+        # One attempt: a handler failing on a codec's objects fails every retry.
+        assert plan.worker_args == (
+            *("--logic", spec, "--max-attempts", "1", "--work-us", "1"),
+        )
         assert plan.logic == spec
+        given = ab_cli.plan_from_settings(
+            AbSettings(
+                codecs=["protobuf"], logic=spec, worker_args=["--max-attempts=3"]
+            )
+        )
+        assert given.worker_args == ("--logic", spec, "--max-attempts", "3")
+        builtin = ab_cli.plan_from_settings(
+            AbSettings(codecs=["protobuf"], logic="noop")
+        )
+        assert builtin.worker_args == ("--logic", "noop")
         root = child_env("medium", spec)["PYTHONPATH"].split(":")[0]
         assert (Path(root) / "tests" / "fixtures" / "handlers").is_dir()
 
