@@ -7,9 +7,8 @@ used if one runs (`make kafka-start`), else the local Kafka is started and stopp
 here. `--max` finds each codec's maximum rate per worker process instead: the
 worker drains a pre-filled backlog as fast as one process can.
 
-Ctrl-C or SIGTERM stops the running case (its processes killed, its topics
-deleted), writes the report of the cases finished, marked interrupted, and exits
-130; a second Ctrl-C exits at once.
+Ctrl-C or SIGTERM stops the running case (processes killed, topics deleted), writes
+the report of the cases finished, marked interrupted, and exits 130 (twice: at once).
 
 `--compare OLD` compares the new report with OLD afterwards, `--compare OLD NEW`
 two reports without a run (`abrunner.report.compare`): a CI gate.

@@ -273,10 +273,9 @@ class Worker:
     ) -> BatchLoop:
         s = self.settings
         p = s.processing
-        writes = batch_writes(
+        writes = self._writes = batch_writes(
             s, self.metrics, consumer, producer, self._stop.is_set, self._renew
         )
-        self._writes = writes
         handler = Handler(s.codec.forms, p.logic, p.work_us, p.read_fields)
         return BatchLoop(
             consumer,
