@@ -254,7 +254,9 @@ class TestSchemaLimits:
         assert "--run-validators" in on.worker_args
         upper = "Parcel.tracking: field_validator(mode='after') 'upper'"
         assert f"{upper} run by msgspec-json (--run-validators)" in on.validators
-        assert any(line.startswith(f"{upper} not run by protobuf:") for line in on.not_run)
+        assert any(
+            line.startswith(f"{upper} not run by protobuf:") for line in on.not_run
+        )
         md = abreport.markdown(msgspec.structs.replace(_report(None), plan=on))
         assert f"- {upper} run by msgspec-json (--run-validators)" in md
         off = plan("--schema", "parcels:Parcel", *codecs)
