@@ -18,8 +18,12 @@ carried as str") are listed as facts, never as failures.
 The payloads hold the values a format may not carry faithfully whenever the model
 allows them (`schemas.user.synthetic`: naive and aware datetimes, ints past 64 bits,
 floats not exact in 32 bits, sets of several members), so a codec that changes one
-is a disagreement on that field; one that refuses one (protobuf's naive Timestamp)
-is reported at the field its error names, by attribute (`schematool.failures`).
+is listed at that field; one that refuses one (protobuf's naive Timestamp) at the
+field its error names, by attribute (`schematool.failures`). A naive datetime a
+format of instants refuses or reads back in UTC is what a replay counts as not
+carried (`loadgen.carry`): the check lists it, a line per codec and field, in the
+replay's words, as a fact of the format (`not_carried`), not a disagreement; any
+other difference is one.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from schemas.user.skipped_checks import Skipped, skipped_checks
 from schemas.user.synthetic import SynthOptions, make_payloads
 from schemas.user.validators import NotRun, not_run, ran_by
 from schematool.codecs import WIRE_CODECS, user_codec
-from schematool.failures import error_text, failed_at, naive_read_back
+from schematool.failures import NAIVE, error_text, failed_at, naive_read_back
 
 _REFERENCE: Final = {
     "pydantic": "json+pydantic",
@@ -93,21 +97,33 @@ class CheckReport:
     changed: dict[str, list[str]] = field(default_factory=dict)
     """Codecs that ran and carry a field by conversion, "PATH: carried as FORM"
     a line per field (`schemas.carried`; a fact, not a failure)."""
+    not_carried: dict[tuple[str, str], Finding] = field(default_factory=dict)
+    """Values a codec's format cannot hold as sent (a naive datetime where it holds
+    instants), by codec and field: what a replay counts as not carried; a fact of
+    the format, listed, not a disagreement."""
 
     @property
     def ok(self) -> bool:
         """True when every codec that ran agreed on every payload."""
         return not self.findings
 
-    def add(self, who: str, path: str, detail: str, payload: int) -> None:
+    def add(
+        self, who: str, path: str, detail: str, payload: int, carried: bool = True
+    ) -> None:
         """Record a disagreement; repeats of the same (who, path) are counted.
 
         A difference on a field whose own validator the decoding codec does not
-        run is what that validator changes: it is kept apart (`explained`).
+        run is what that validator changes: it is kept apart (`explained`); a
+        value the format cannot hold (`carried` False) likewise (`not_carried`).
         """
         key = (who, _general(path))
         reader = who.split(" -> ")[-1]
-        found = self.explained if self._validated(reader, key[1]) else self.findings
+        if not carried:
+            found = self.not_carried
+        elif self._validated(reader, key[1]):
+            found = self.explained
+        else:
+            found = self.findings
         if key in found:
             found[key].count += 1
         else:
@@ -220,15 +236,20 @@ def _check_payload(
             read[name] = read_native(codec.decode(wire[name]), shape)
         except Exception as exc:  # any failure is a finding, whatever raised it
             where, why = failed_at(exc, payload, shape, name)
-            report.add(name, where, f"{step} failed: {why}", index)
+            report.add(
+                name, where, f"{step} failed: {why}", index, carried=why != NAIVE
+            )
     if not read:
         return
     ref = report.reference if report.reference in read else next(iter(read))
     for name, value in read.items():
         for path, what in diff(read[ref], value, shape, root):
             below = path.removeprefix(root)
-            said = naive_read_back(read[ref], value, below, name) or what
-            report.add(name, path, f"{path}: {said} (vs {ref})", index)
+            naive = naive_read_back(read[ref], value, below, name)
+            said = naive or what
+            report.add(
+                name, path, f"{path}: {said} (vs {ref})", index, carried=not naive
+            )
     json_codecs = [n for n in wire if built[n].content_type == JSON]
     for writer in json_codecs:
         for reader in json_codecs:
@@ -278,9 +299,10 @@ def render(report: CheckReport) -> str:
     width = max(len(c) for c in (*report.codecs, *report.refused))
     for codec in report.codecs:
         n = report.failing(codec)
-        lines.append(
-            f"  {codec:<{width}}  {'ok' if n == 0 else f'{n} disagreement(s)'}"
-        )
+        state = "ok" if n == 0 else f"{n} disagreement(s)"
+        if lost := sum(1 for who, _ in report.not_carried if who == codec):
+            state += f", {lost} field(s) not carried (listed below)"
+        lines.append(f"  {codec:<{width}}  {state}")
     for codec, found in report.refused.items():
         lines.append(
             f"  {codec:<{width}}  left out: cannot carry {len(found)} field(s)"
@@ -330,6 +352,14 @@ def render(report: CheckReport) -> str:
             "the validator changes; not a disagreement):"
         )
         for f in report.explained.values():
+            more = f" [{f.count} times]" if f.count > 1 else ""
+            lines.append(f"  {f.who}: {f.path}: payload {f.payload}: {f.detail}{more}")
+    if report.not_carried:
+        lines.append(
+            "values a codec's format cannot hold as sent (a replay counts such "
+            "records as not carried; a fact of the format, not a disagreement):"
+        )
+        for f in report.not_carried.values():
             more = f" [{f.count} times]" if f.count > 1 else ""
             lines.append(f"  {f.who}: {f.path}: payload {f.payload}: {f.detail}{more}")
     if report.ok:

@@ -21,7 +21,7 @@ _PB_PATH: Final = re.compile(r" at [A-Za-z_]\w*\.([\w.\[\]-]+?)\.*$")
 """protobuf's json_format ends a ParseError with `at Message.field.sub.` (two dots
 after a field inside a repeated message: `at M.items[0].at..`)."""
 _STEP: Final = re.compile(r"(?P<name>[A-Za-z_]\w*)(?P<index>(?:\[[^\]]*\])*)")
-_NAIVE: Final = "a datetime without a timezone (protobuf's Timestamp holds instants)"
+NAIVE: Final = "a datetime without a timezone (protobuf's Timestamp holds instants)"
 
 
 def failed_at(
@@ -38,7 +38,7 @@ def failed_at(
             wire = found.group(1)
             path = f"{shape.name}.{by_attribute(wire, shape)}"
             if codec == "protobuf" and _naive(_leaf(payload, wire)):
-                return path, _NAIVE
+                return path, NAIVE
             return path, error_text(exc)
     return next(_wide_ints(payload, shape, shape.name), shape.name), error_text(exc)
 
