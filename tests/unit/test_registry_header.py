@@ -202,6 +202,33 @@ class TestHeaderForm:
         (poison,) = tally.poison
         assert words.decode() in str(poison.error)
 
+    def test_a_framed_value_never_reads_the_headers(
+        self, sr: SchemaRegistryClient
+    ) -> None:
+        """The header is read on the failure path only."""
+
+        class Counting(FakeMessage):
+            reads = 0
+
+            def headers(self) -> list[tuple[str, bytes | None]] | None:
+                Counting.reads += 1
+                return super().headers()
+
+        def guid_prefix(payload: bytes, ctx: Any, schema_id: Any) -> bytes:
+            return bytes(schema_id.guid_to_bytes()) + payload
+
+        ser = _serializer("avro", sr, {"schema.id.serializer": guid_prefix})
+        value = ser(
+            _their_value("avro", PAYLOADS[0]),
+            SerializationContext("t", MessageField.VALUE, []),
+        )
+        seen: list[Any] = []
+        path = _path(frame_codec(get_codec("avro", "medium"), _MockSource(sr)), seen)
+        m = Counting(value, _headers=[(SCHEMA_ID_HEADER, b"\x07")])
+        path.run([m, m], Tally())
+        path.timed(m, Tally(), [], [])
+        assert len(seen) == 3 and Counting.reads == 0
+
     def test_no_header_no_magic_byte_is_a_frame_error_as_before(
         self, sr: SchemaRegistryClient
     ) -> None:
