@@ -38,7 +38,7 @@ import service.settings.cli_flags as commands
 from abrunner import guarantees
 from abrunner.config import DEFAULT_CODECS, PREFERRED_BASELINE, TOOL, AbSettings
 from abrunner.framing import framed_plan
-from abrunner.lab import payload_sizing, runner
+from abrunner.lab import payload_sizing, peer_decode, runner
 from abrunner.plan import Plan, Profile, code_not_run, schema_limits, validator_lines
 from abrunner.report import compare, decisions, rejections
 from abrunner.report.logic_verdicts import judge as judge_logic
@@ -65,7 +65,7 @@ _FLAGS: Final = (
     Flag(
         "--framing",
         ("framing",),
-        "none|confluent: every case's values in the schema registry's frame",
+        "none|confluent: also run each codec framed (CODEC+confluent) beside it",
     ),
     Flag("--rate", ("rate",), "messages per second", float),
     Flag("--duration", ("duration",), "measured seconds per codec", float),
@@ -314,6 +314,11 @@ def _run(
     try:
         with _interrupts(), framed_plan(settings, plan, console) as plan:
             report = runner.run(plan, bootstrap, console, settings.kafka)
+            if plan.registry_url is not None and not report.interrupted:
+                registry = settings.registry.model_copy(
+                    update={"url": plan.registry_url}
+                )
+                report.peers = peer_decode.measure(plan, registry.access(), console)
             decisions.decide(report, settings.target_rate or plan.rate)
             paths = write(report, plan.out_dir)
             print_tables(report, sys.stdout)

@@ -114,7 +114,7 @@ class AbSettings(BaseModel):
     kafka: KafkaConnection = Field(default_factory=KafkaConnection)
     registry: RegistryConnection = Field(default_factory=RegistryConnection)
     framing: Framing = "none"
-    """`confluent`: every case's values are framed (`abrunner.framing`)."""
+    """`confluent`: each codec also runs framed, beside its twin (`abrunner.framing`)."""
     codecs: Listed = Field(default_factory=lambda: list(DEFAULT_CODECS), min_length=1)
     # Positive unless --max (a drain has no rate): checked by `Plan`.
     rate: Annotated[float, Field(ge=0)] = 40_000.0

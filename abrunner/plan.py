@@ -14,6 +14,7 @@ from typing import Final, Literal, NamedTuple
 import msgspec
 
 from codec import CODEC_NAMES, REAL_CODECS, codec_refusal
+from codec.registry import REGISTRY_TYPES
 from loadgen.config import LoadgenSettings
 from schemas.errors import ConfigError
 from schemas.registry import SCHEMA_NAMES, user_schema
@@ -31,6 +32,11 @@ the in-process figures decode)."""
 INPROCESS_REPEATS: Final = 5
 """In-process samples of 50-100 ms per figure: ~2 s per codec and profile, so the
 six codecs add ~15 s before a run of several minutes."""
+
+FRAMED: Final = "+confluent"
+"""The suffix of a framed case's codec (`avro+confluent`): the codec's values in the
+Confluent frame, through the run's registry (`Plan.registry_url`), as codec-bench
+names its framed rows."""
 
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
 """What a Kafka topic name may not hold (a spec's `:` and `/`, say)."""
@@ -134,6 +140,8 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
         processing_guarantee: the workers' `--processing-guarantee`.
         logic_verdicts: (codec, verdict line) of a team's handler on a user's
             schema, judged before the run (`abrunner.report.logic_verdicts`).
+        registry_url: the schema registry of the framed cases (`<codec>+confluent`
+            in `codecs`, `abrunner.framing`); None when nothing is framed.
 
     Raises:
         ConfigError: a value is out of range; the message names the flag.
@@ -165,13 +173,19 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     logic: str | None = None
     processing_guarantee: str = "at-least-once"
     logic_verdicts: tuple[tuple[str, str], ...] = ()
+    registry_url: str | None = None
 
     def __post_init__(self) -> None:
         for codec in self.codecs:
-            if codec not in CODEC_NAMES or codec == "auto":
+            wire = codec.removesuffix(FRAMED)
+            if wire == codec and (codec not in CODEC_NAMES or codec == "auto"):
                 raise ConfigError(
                     f"--codecs: {codec!r} is not a wire codec; "
                     f"choose from {', '.join(REAL_CODECS)}"
+                )
+            if wire != codec and wire not in REGISTRY_TYPES:
+                raise ConfigError(
+                    f"--codecs: {codec!r}: {wire} has no schema registry type"
                 )
         if self.baseline not in self.codecs:
             raise ConfigError(
@@ -195,6 +209,15 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
                 "--replay: a recording holds one schema's traffic; give one "
                 "--schema or --profile, not a sweep"
             )
+
+    def framing_args(self, case: Case) -> tuple[str, ...]:
+        """The `codec-worker` and `codec-loadgen` arguments of a framed case (none
+        for an unframed one)."""
+        if not case.framed:
+            return ()
+        if self.registry_url is None:
+            raise ConfigError(f"{case.codec}: a framed case needs a registry URL")
+        return ("--framing", "confluent", "--registry-url", self.registry_url)
 
     @property
     def out_dir(self) -> Path:
@@ -274,6 +297,16 @@ class Case(NamedTuple):
     codec: str
     profile: Profile
     repeat: int
+
+    @property
+    def wire_codec(self) -> str:
+        """The codec's registry key: `avro` for `avro+confluent`."""
+        return self.codec.removesuffix(FRAMED)
+
+    @property
+    def framed(self) -> bool:
+        """Its values are in the Confluent frame (`Plan.framing_args`)."""
+        return self.codec != self.wire_codec
 
     @property
     def name(self) -> str:

@@ -17,6 +17,7 @@ from typing import Final, Literal
 
 import msgspec
 
+from abrunner.peer_figures import PeerDecode
 from abrunner.plan import Plan
 from abrunner.windowed import Capacity, Paired
 
@@ -295,6 +296,8 @@ class Report(msgspec.Struct, kw_only=True):
         staging: set in a staging report (`codec-ab staging`): two live sides.
         paired: set when the codecs ran paired: every window measured.
         capacity: the check that chose paired or sequential runs, when made.
+        peers: the framed cases' in-process decode beside confluent-kafka's
+            deserializers on the same framed messages (`--framing confluent`).
     """
 
     plan: Plan
@@ -308,6 +311,7 @@ class Report(msgspec.Struct, kw_only=True):
     staging: Staging | None = None
     paired: Paired | None = None
     capacity: Capacity | None = None
+    peers: list[PeerDecode] = msgspec.field(default_factory=list)
 
 
 class StagingSide(msgspec.Struct, kw_only=True):

@@ -149,6 +149,7 @@ its module, class and session fixtures (the staging window, the secured brokers,
 
 _ONE_UNIT = {
     "tests/integration/test_registry_framing.py": "schema-registry",
+    "tests/integration/test_registry_header.py": "schema-registry",
     "tests/integration/test_registry_interop.py": "schema-registry",
     "tests/integration/test_registry_loadgen.py": "schema-registry",
     "tests/integration/test_registry_team.py": "schema-registry",

@@ -9,6 +9,7 @@
 | `loss_check` | committed offsets and `x-seq` read back after a case |
 | `payload_sizing` | pools and backlogs bounded by bytes |
 | `inprocess_bench` | each codec's in-process decode cost, beside the Kafka path's |
+| `peer_decode` | the framed cases' decode beside confluent-kafka's deserializers, on the run's framed messages |
 | `capacity` | whether the machine can carry every codec's worker at once |
 | `paired` | paired runs: every codec of a repeat at once, sampled window by window |
 | `waits` | waiting on running workers, sampling them |

@@ -17,7 +17,13 @@ from rich.console import Console
 
 import codecbench
 from abrunner.lab import payload_sizing
-from abrunner.plan import INPROCESS_REPEATS as REPEATS, MEASURED_SEED, POOL_SIZE, Plan
+from abrunner.plan import (
+    FRAMED,
+    INPROCESS_REPEATS as REPEATS,
+    MEASURED_SEED,
+    POOL_SIZE,
+    Plan,
+)
 from abrunner.results import InProcess
 from codecbench.bench import DEFAULT_MIN_TIME_S, Progress
 from loadgen.payloads import DEFAULT_LARGE_BYTES
@@ -66,9 +72,13 @@ def measure(
             continue
         # The load generator's pool, bounded by bytes like it (`abrunner.lab.payload_sizing`).
         pool = min(tuning.pool_size, payload_sizing.pool_size(profile))
+        # Framed cases (`<codec>+confluent`): codec-bench measures them beside
+        # their twins under the same names (its in-memory registry).
+        wire = tuple(dict.fromkeys(c.removesuffix(FRAMED) for c in plan.codecs))
         report = codecbench.run(
-            plan.codecs,
+            wire,
             [profile.schema],
+            framing="confluent" if wire != plan.codecs else "none",
             seed=MEASURED_SEED,  # the measured load's payloads
             large_bytes=profile.large_bytes or DEFAULT_LARGE_BYTES,
             progress=note,

@@ -192,8 +192,8 @@ def run_case(cluster: str | Broker, case: Case, plan: Plan, note: Note) -> CaseR
     worker = WorkerProcess(
         bootstrap.address,
         topic,
-        *("--codec", case.codec, "--schema", case.profile.schema),
-        *("--summary-interval-s", "5", *plan.worker_args),
+        *("--codec", case.wire_codec, "--schema", case.profile.schema),
+        *("--summary-interval-s", "5", *plan.worker_args, *plan.framing_args(case)),
         group=f"ab-{uuid.uuid4().hex[:10]}",
         log=_logs(plan, case)[0],
         env=env,
@@ -241,13 +241,13 @@ class _Measurement(NamedTuple):
         """Start a load generator run on the case's topic, closed with the case."""
         proc = LoadgenProcess(
             self.bootstrap.address,
-            *(self.topic, self.case.codec, self.case.profile, run_id),
+            *(self.topic, self.case.wire_codec, self.case.profile, run_id),
             rate=rate,
             duration=duration,
             count=count,
             seed=seed,
             replay=self.plan.replay,
-            args=self.plan.loadgen_args,
+            args=(*self.plan.loadgen_args, *self.plan.framing_args(self.case)),
             env=self.env,
             log=_logs(self.plan, self.case)[1],
         )

@@ -13,7 +13,8 @@
 | `terminal` | the answer, tables and notes printed at the end of a run |
 | `paired`, `order` | a paired run's window-by-window ratios; a sequential run's order effect |
 | `compare` | one report against an older one, as a CI gate |
+| `framing/` | framed cases beside their unframed twins and confluent-kafka's deserializers |
 
-May import `abrunner.plan`, `abrunner.results` and the packages below `abrunner`:
+May import `abrunner.plan`, `abrunner.results`, `abrunner.peer_figures` and the packages below `abrunner`:
 the report is built from results, so the lab run and staging both feed it.
 """

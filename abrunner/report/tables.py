@@ -27,6 +27,7 @@ from abrunner.report import (
     answer,
     decisions,
     decode_share,
+    framing,
     logic_verdicts,
     notes,
     rejections,
@@ -257,6 +258,8 @@ def markdown(report: Report) -> str:
             *markdown_table(headers, body),
             "",
         ]
+    if framed := framing.section(report):
+        lines += [framed, ""]
     if ratios := decisions.section(report):
         lines += [ratios, ""]
     lines += [logic, ""] if (logic := logic_verdicts.section(report)) else []

@@ -9,6 +9,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from abrunner.report import answer, decisions, decode_share, notes, rejections
+from abrunner.report.framing import section as framing_section
 from abrunner.report.tables import markdown_table, tables
 from abrunner.results import Report
 
@@ -31,6 +32,7 @@ def print_tables(report: Report, out: TextIO) -> None:
         notes.baseline_behind(report),
     ]
     after = [
+        framing_section(report),
         decisions.section(report),
         decode_share.note(report),
         rejections.sections(report.results, list(report.summary), cut),

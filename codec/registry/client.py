@@ -7,6 +7,14 @@ library's HTTP client with basic auth and a CA file. Each call is bounded: a tim
 per attempt, a few attempts with a short back-off, so a registry that is down costs
 at most `budget_s` for the first message of a new id; after that the client answers
 "unavailable" at once for `cooldown_s` instead of waiting again on every message.
+
+GUIDs (magic 1 frames, confluent-kafka 2.x's `__value_schema_id` header) are looked
+up at `/schemas/guids/{guid}`, the Confluent Schema Registry 8 endpoint. A registry
+that does not serve it answers 404 with no Confluent error body (Apicurio Registry
+3.0.9 has no schema GUIDs at all: neither its ccompat API nor its core API, whose
+ids are integer globalIds and contentIds, can map one): `GuidsUnsupported`, which
+dead-letters the message with reason `guid_unsupported`. An unknown GUID on a
+registry that serves the endpoint is a 404 with `error_code` 40403 (`SchemaNotFound`).
 """
 
 from __future__ import annotations
@@ -34,6 +42,11 @@ class RegistryUnavailable(Exception):
 
 class SchemaNotFound(Exception):
     """The registry answered that the id or GUID is unknown (HTTP 404)."""
+
+
+class GuidsUnsupported(SchemaNotFound):
+    """The registry does not serve `/schemas/guids/{guid}` (a 404 with no
+    Confluent error body): it cannot resolve any GUID."""
 
 
 class SchemaSource(Protocol):
@@ -173,7 +186,7 @@ class RegistryClient:
                     return dict(json.loads(reply.read()))
             except urllib.error.HTTPError as exc:
                 if exc.code == 404:
-                    raise SchemaNotFound(f"HTTP 404 for {path}") from None
+                    raise _not_found(path, exc) from None
                 if exc.code < 500 and exc.code != 429:
                     raise ValueError(
                         f"registry refused {method} {path}: HTTP {exc.code}"
@@ -187,8 +200,35 @@ class RegistryClient:
         )
 
 
+def _not_found(path: str, exc: urllib.error.HTTPError) -> SchemaNotFound:
+    """A 404: an unknown id or GUID, or (a GUID path without the Confluent error
+    body, `error_code`) a registry that has no GUID endpoint."""
+    try:
+        text = exc.read() if path.startswith("/schemas/guids/") else b""
+    except OSError:
+        text = b""
+    finally:
+        exc.close()  # its socket, now, not at garbage collection
+    try:
+        body = json.loads(text) if text else {}
+    except ValueError:
+        body = {}
+    if not path.startswith("/schemas/guids/"):
+        return SchemaNotFound(f"HTTP 404 for {path}")
+    if isinstance(body, dict) and "error_code" in body:
+        return SchemaNotFound(f"HTTP 404 for {path}")
+    return GuidsUnsupported(
+        "the registry does not serve GET /schemas/guids/{guid} (Apicurio 3.0.9 has"
+        " no schema GUIDs): write magic-0 ids (prefix_schema_id_serializer)"
+    )
+
+
 def lookup_error(codec: str, ref: int | str, exc: Exception) -> DecodeError:
     """The `DecodeError` for a failed lookup of schema ``ref``, naming it."""
+    if isinstance(exc, GuidsUnsupported):
+        return DecodeError(
+            f"schema GUID {ref}: {exc}", codec=codec, reason="guid_unsupported"
+        )
     if isinstance(exc, SchemaNotFound):
         return DecodeError(
             f"schema id {ref}: not in the registry",

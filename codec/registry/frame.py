@@ -8,8 +8,9 @@ magic 1 | schema GUID (16 bytes)          | [protobuf: message indexes] | payloa
 Protobuf's message indexes are a zigzag-varint count, then that many zigzag-varint
 indexes (the path to the message inside the registered file); the common `[0]` (the
 file's first message) is written as a single 0 byte. confluent-kafka 2.x can also
-leave the value unframed and put the id in a `__value_schema_id` header: that form is
-not read here (see docs/how-to/schema-registry.md).
+leave the value unframed and put the header (magic, id or GUID, protobuf's indexes) in
+a `__value_schema_id` message header (`SCHEMA_ID_HEADER`): the worker reads it only
+when a framed decode fails (see `FramedCodec.decode_headed`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ ID_HEADER: Final = 5
 """Magic byte plus a 4-byte id."""
 GUID_HEADER: Final = 17
 """Magic byte plus a 16-byte GUID."""
+SCHEMA_ID_HEADER: Final = "__value_schema_id"
+"""The message header confluent-kafka's `header_schema_id_serializer` writes: the
+frame's header (magic 1 and a GUID as it writes it; magic 0 and an id read too, as
+its `dual_schema_id_deserializer` reads them), protobuf's indexes after it."""
 _MAX_INDEXES: Final = 64
 """More message indexes than any real nesting: a garbage count is refused early."""
 

@@ -16,6 +16,12 @@ says which, its message header names the id) and goes on with the partition:
 | `registry_unavailable` | no answer within the client's bounded attempts; for the
   client's cooldown after that, new ids fail at once (known ids keep decoding) |
 
+confluent-kafka 2.x's header form (`__value_schema_id`: the value unframed, the
+frame's header in a message header) is read by `decode_headed`, which the worker
+calls only after a decode failed on a message carrying that header (as
+confluent-kafka's `dual_schema_id_deserializer`, the header wins over the value's
+first bytes): messages without it pay nothing for it.
+
 Performance note: a known id costs a length test, one byte test, an int from 4 bytes
 and one dict lookup over the unframed codec (`codec-bench` measures it). The cache
 holds at most `cache_size` ids; past that the oldest is dropped (a later message of
@@ -46,7 +52,17 @@ from codec.registry.decoders import (
     protobuf_decoder,
     protobuf_index_path,
 )
-from codec.registry.frame import id_header, indexes_bytes, schema_ref
+from codec.registry.frame import (
+    GUID_HEADER,
+    ID_HEADER,
+    MAGIC_GUID,
+    MAGIC_ID,
+    SCHEMA_ID_HEADER,
+    frame_error,
+    id_header,
+    indexes_bytes,
+    schema_ref,
+)
 from schemas.errors import DecodeError, EncodeError
 
 _JSON_SCHEMA: Final = "http://json-schema.org/draft-07/schema#"
@@ -159,6 +175,28 @@ class FramedCodec:
 
     def decode(self, data: bytes, /) -> Any:
         return safe_decode(self.name, self.decode_unchecked, data)
+
+    def decode_headed(self, header: bytes, data: bytes, /) -> Any:
+        """Decodes an unframed value whose frame header came in the
+        `__value_schema_id` message header (magic 1 and a GUID, or magic 0 and an
+        id; protobuf's message indexes after it).
+
+        Performance note: it copies the value once (header + value): it is the
+        failure path's, never called for a value that decoded framed.
+
+        Raises:
+            DecodeError: reason `frame` for a header that is not a schema id; else
+                as `decode_unchecked`.
+        """
+        need = {MAGIC_ID: ID_HEADER, MAGIC_GUID: GUID_HEADER}.get(
+            header[0] if header else -1, 0
+        )
+        if not need or len(header) < need:
+            raise frame_error(
+                self.name,
+                f"{SCHEMA_ID_HEADER} header is not a schema id: {bytes(header[:24])!r}",
+            )
+        return self.decode_unchecked(bytes(header) + data)
 
     # -- writing ----------------------------------------------------------------------
 

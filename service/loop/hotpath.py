@@ -10,6 +10,12 @@ get the general loop. Whatever is unusual (a consumer error, no value, a value o
 `max_payload_bytes`, a decode or logic failure) leaves the loop through one
 `except` and is sorted out off the common path (`_failed`, `_rejected`).
 
+A framed codec's value that failed to decode and carries a `__value_schema_id`
+header (confluent-kafka 2.x's header form: the value unframed, its schema id in the
+header) is decoded again there, by the header (`_failed` returns the object and the
+loop goes on with it): the header is read on the failure path only, so a message
+without it costs not one instruction more.
+
 `MessagePath.timed` handles one message the same way and times its decode and its
 logic alone (`perf_counter_ns`, wall time; the batch loop takes the clock's own cost,
 `clock_overhead_ns`, off each sample). The batch loop hands
@@ -36,6 +42,7 @@ from time import perf_counter_ns
 from typing import Any, Final
 
 from codec import AutoCodec, Codec
+from codec.registry.frame import SCHEMA_ID_HEADER
 from schemas.errors import DeliveryError
 from service.delivery.dead_letters import Poison
 from service.delivery.outputs import Emit
@@ -49,6 +56,9 @@ Step = Callable[[Any], object]
 
 _REJECTED: Final = object()
 """What `_rejected` returns when every attempt failed (a step may return None)."""
+
+_UNDECODED: Final = object()
+"""What `_failed` returns when the message is not decoded (set aside or an error)."""
 
 Run = Callable[[Sequence[KafkaMessage], "Tally"], int]
 """Handles a run of messages; returns the payload bytes of those handled."""
@@ -110,6 +120,10 @@ class MessagePath:
         self._backoff_s = retry_backoff_s
         decode = codec.decode_unchecked
         self._pick = _by_content_type(codec) if isinstance(codec, AutoCodec) else None
+        self._headed: Callable[[bytes, bytes], Any] | None = getattr(
+            codec, "decode_headed", None
+        )
+        """A framed codec's decode by the `__value_schema_id` header (`_failed`)."""
         self.run: Run
         if self._pick is not None or emit is not None:
             self.run = self._general(decode)
@@ -145,8 +159,8 @@ class MessagePath:
                 except MemoryError:
                     raise
                 except (Exception, OverBudget) as exc:
-                    failed(m, exc, tally)
-                    continue
+                    if failed(m, exc, tally) is _UNDECODED:
+                        continue
                 nbytes += size
             return nbytes
 
@@ -166,8 +180,8 @@ class MessagePath:
                 except MemoryError:
                     raise
                 except (Exception, OverBudget) as exc:
-                    failed(m, exc, tally)
-                    continue
+                    if (obj := failed(m, exc, tally)) is _UNDECODED:
+                        continue
                 try:
                     step(obj)
                 except MemoryError:
@@ -197,8 +211,8 @@ class MessagePath:
                 except MemoryError:
                     raise
                 except (Exception, OverBudget) as exc:
-                    failed(m, exc, tally)
-                    continue
+                    if (obj := failed(m, exc, tally)) is _UNDECODED:
+                        continue
                 out = None
                 if step is not None:
                     try:
@@ -236,9 +250,11 @@ class MessagePath:
             except MemoryError:
                 raise
             except (Exception, OverBudget) as exc:
-                failed(m, exc, tally)
-                return 0
-            decode_ns.append(t1 - t0)
+                if (obj := failed(m, exc, tally)) is _UNDECODED:
+                    return 0
+                t1 = clock()  # decoded by its header: that decode is not timed
+            else:
+                decode_ns.append(t1 - t0)
             out = None
             if step is not None:
                 try:
@@ -258,20 +274,35 @@ class MessagePath:
 
     # -- off the common path --------------------------------------------------------------
 
-    def _failed(self, m: KafkaMessage, exc: BaseException, tally: Tally) -> None:
-        """A message the loop could not decode: say why (`exc` may be `_Unusable`)."""
+    def _failed(self, m: KafkaMessage, exc: BaseException, tally: Tally) -> object:
+        """A message the loop could not decode: say why (`exc` may be `_Unusable`).
+
+        Returns:
+            `_UNDECODED`; or, for a framed codec's value that carries a
+            `__value_schema_id` header, the object decoded by that header (the
+            header wins over the value's first bytes, as in confluent-kafka's
+            `dual_schema_id_deserializer`): the loop goes on with it.
+        """
         err = m.error()
         if err is not None:
             tally.errors += 1
             self._consumer_error(err)
-            return
+            return _UNDECODED
         value = m.value()
         if isinstance(exc, OverBudget):
             tally.poison.append(Poison.over_budget(m, self._name, exc, "decode"))
         elif value is None or len(value) > self._limit:
             tally.poison.append(Poison.unusable(m, self._name, self._limit))
         else:
+            if self._headed is not None and (header := _schema_id(m)) is not None:
+                try:
+                    return self._headed(header, value)
+                except MemoryError:
+                    raise
+                except Exception as again:  # the header's error is the one to tell
+                    exc = again
             tally.poison.append(Poison.undecodable(m, self._name, exc))  # type: ignore[arg-type]
+        return _UNDECODED
 
     def _rejected(
         self, m: KafkaMessage, obj: Any, exc: BaseException, tally: Tally
@@ -347,6 +378,13 @@ def _by_content_type(
         return codec_for(_content_type(m)).decode_unchecked
 
     return pick
+
+
+def _schema_id(m: KafkaMessage) -> bytes | None:
+    for key, value in m.headers() or ():
+        if key == SCHEMA_ID_HEADER:
+            return value  # type: ignore[no-any-return]
+    return None
 
 
 def _content_type(m: KafkaMessage) -> bytes | None:
