@@ -295,11 +295,8 @@ def _run(
     bootstrap = settings.bootstrap
     if bootstrap is not None and not settings.bootstrap_given:
         console.print(f"using the broker `codec-kafka start` recorded: {bootstrap}")
-    if (
-        problem := payload_sizing.broker_disk_problem(
-            plan, bootstrap, settings.bootstrap_given
-        )
-    ) is not None:
+    given = settings.bootstrap_given  # a backlog the broker's disk cannot hold:
+    if problem := payload_sizing.broker_disk_problem(plan, bootstrap, given):
         print(f"codec-ab: {problem}", file=sys.stderr)
         return 2, None
     if bootstrap is not None:  # refused, mismatched or nobody there: one line, now
@@ -314,11 +311,7 @@ def _run(
     try:
         with _interrupts(), framed_plan(settings, plan, console) as plan:
             report = runner.run(plan, bootstrap, console, settings.kafka)
-            if plan.registry_url is not None and not report.interrupted:
-                registry = settings.registry.model_copy(
-                    update={"url": plan.registry_url}
-                )
-                report.peers = peer_decode.measure(plan, registry.access(), console)
+            report.peers = peer_decode.for_report(settings, plan, report, console)
             decisions.decide(report, settings.target_rate or plan.rate)
             paths = write(report, plan.out_dir)
             print_tables(report, sys.stdout)

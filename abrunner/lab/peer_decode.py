@@ -25,8 +25,10 @@ from typing import Any, Final
 
 from rich.console import Console
 
+from abrunner.config import AbSettings
 from abrunner.peer_figures import PeerDecode
 from abrunner.plan import MEASURED_SEED, Case, Plan
+from abrunner.results import Report
 from codec import get_codec
 from codec.registry import REGISTRY_TYPES, RegistryAccess, RegistryClient, frame_codec
 from loadgen.payloads import DEFAULT_LARGE_BYTES, make_payloads
@@ -153,3 +155,14 @@ def measure(plan: Plan, access: RegistryAccess, console: Console) -> list[PeerDe
     finally:
         sr.__exit__(None, None, None)
     return found
+
+
+def for_report(
+    settings: AbSettings, plan: Plan, report: Report, console: Console
+) -> list[PeerDecode]:
+    """`measure` for a framed run, against the run's registry; the report's own
+    (none) for an unframed or interrupted run."""
+    if plan.registry_url is None or report.interrupted:
+        return report.peers
+    registry = settings.registry.model_copy(update={"url": plan.registry_url})
+    return measure(plan, registry.access(), console)
