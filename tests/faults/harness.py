@@ -173,6 +173,9 @@ class FaultWorker(WorkerProcess):
         """(monotonic time, messages finished) every monitor period."""
         self.rewinds = RewindWatch()
         """Its failed writes and the batches it rewound for them."""
+        self.written_from: int | None = None
+        """Records in the output and DLQ when it started, if no other worker of
+        its run was alive then (`Run.kill`); else None."""
 
     def start(self) -> Self:
         """Start the worker; it dies with this process."""
