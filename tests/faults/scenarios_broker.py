@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from schemas.errors import RunnerError
-from tests.faults.harness import Env, FaultBroker, FaultWorker, Outcome
+from tests.faults.harness import WAIT_S, Env, FaultBroker, FaultWorker, Outcome
 from tests.faults.observe import worker_lines
 from tests.faults.run import Run
 
@@ -77,7 +77,7 @@ def _broker_fault(
     ):
         worker = run.worker()
         run.produce(rate=RATE, count=RATE * seconds)
-        worker.wait_for(3 * RATE, timeout=60)
+        worker.wait_for(3 * RATE, timeout=WAIT_S)
         windows = fault(broker, run)
         run.wait_drained(120)
         run.dup_bound += run.redo_faults(worker, [start for start, _ in windows])

@@ -8,7 +8,15 @@ from collections.abc import Callable
 from typing import Final
 
 from schemas.errors import RunnerError
-from tests.faults.harness import Env, FaultBroker, Outcome, wait_until
+from tests.faults.harness import (
+    BATCH_SIZE,
+    COMMIT_INTERVAL_S,
+    WAIT_S,
+    Env,
+    FaultBroker,
+    Outcome,
+    wait_until,
+)
 from tests.faults.run import Run
 
 RATE: Final = 1000
@@ -42,7 +50,7 @@ def r1_stalled_broker(env: Env) -> Outcome:
     ):
         worker = run.worker()
         run.produce(rate=RATE, count=RATE * 20)
-        worker.wait_for(2 * RATE, timeout=60)
+        worker.wait_for(2 * RATE, timeout=WAIT_S)
         run.mark("broker SIGSTOP")
         frozen = time.monotonic()
         broker.send(signal.SIGSTOP)
@@ -91,8 +99,11 @@ def r1_stalled_broker(env: Env) -> Outcome:
             )
         run.worker()
         run.wait_drained(120)
-        # The frozen worker's batch and uncommitted tail are handled again.
-        run.dup_bound += run.redo(worker, start - 6, start + 1) + 2 * 500
+        # The frozen worker's batch and uncommitted tail are handled again: what
+        # it finished from one auto-commit interval (plus a second) before the
+        # freeze, when its last commit may have been sent, until its exit.
+        since = frozen - COMMIT_INTERVAL_S - 1
+        run.dup_bound += run.redo(worker, since, start + 1) + 2 * BATCH_SIZE
         run.finish()
     return outcome
 
@@ -125,7 +136,7 @@ def added_partitions(reset: str) -> Callable[[Env], Outcome]:
         ) as run:
             worker = run.worker()
             producer = run.produce(rate=RATE // 2, count=RATE // 2 * 30)
-            worker.wait_for(RATE, timeout=60)
+            worker.wait_for(RATE, timeout=WAIT_S)
             added = time.monotonic()
             run.mark(f"partitions {ADD_FROM} -> {ADD_TO}")
             _add_partitions(run.bootstrap, run.topic, ADD_TO)
