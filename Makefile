@@ -89,7 +89,7 @@ bench-gc: setup  ## What the GC policy (freeze, thresholds, collect between batc
 codec-bench: setup  ## In-process decode/encode cost per codec and profile (no Kafka)
 	$(PY) -m codecbench
 
-faults: setup  ## The full fault suite against a local broker (~13 min; D12/D13 need root); rewrites docs/reliability.md
+faults: setup  ## The full fault suite against a local broker (24-35 min on 2 shared cores; D12/D13 need root); rewrites docs/reliability.md
 	$(PY) -m tests.faults
 
 faults-fast: setup  ## The fault suite's fast set (~4 min), as CI runs it

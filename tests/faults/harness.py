@@ -38,6 +38,10 @@ SESSION_TIMEOUT_MS: Final = 10_000
 """RELIABILITY 6.1's default under test (the worker's own is 45 s): a killed
 member's partitions move within 10 s, which keeps each kill short."""
 LOG_APPEND: Final = {"message.timestamp.type": "LogAppendTime"}
+WAIT_S: Final = 180.0
+"""The longest wait for a worker to start or to make progress. Generous: each wait
+returns as soon as its condition holds, and at load 36 on the 2 shared cores a
+worker took 43 s from its spawn to its first message."""
 
 
 @dataclass
@@ -173,6 +177,9 @@ class FaultWorker(WorkerProcess):
         """(monotonic time, messages finished) every monitor period."""
         self.rewinds = RewindWatch()
         """Its failed writes and the batches it rewound for them."""
+        self.written_from: int | None = None
+        """Records in the output and DLQ when it started, if no other worker of
+        its run was alive then (`Run.kill`); else None."""
 
     def start(self) -> Self:
         """Start the worker; it dies with this process."""

@@ -110,16 +110,31 @@ def _written(m: Any, values: bool) -> Written:
     )
 
 
-def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    """The high watermark of each partition of `topic`."""
-    consumer = _reader(bootstrap)
-    try:
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in range(partitions)
-        }
-    finally:
-        consumer.close()
+def end_offsets(
+    bootstrap: str, topic: str, partitions: int, *, timeout: float = 60
+) -> dict[int, int]:
+    """The high watermark of each partition of `topic`.
+
+    Asked again for up to `timeout` s while the broker cannot answer yet: a
+    broker thawed after a long SIGSTOP (D11) answered "Unknown partition" for a
+    moment, and a fresh client's first metadata can lag on a loaded machine.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        consumer = _reader(bootstrap)
+        try:
+            return {
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[
+                    1
+                ]
+                for p in range(partitions)
+            }
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+        finally:
+            consumer.close()
+        time.sleep(1)
 
 
 class Monitor:

@@ -144,6 +144,14 @@ class VerifyingProducer:
         """Stop sending and waiting for reports: what is unreported stays unacked."""
         self._stop.set()
 
+    def end_after(self, seconds: float) -> None:
+        """End the stream `seconds` from now (at its rate), if it would run longer.
+
+        A scenario whose fault waits on the workers (a second worker joining on a
+        loaded machine) sends a long stream and ends it once the fault is over,
+        so the fault always lands mid-stream."""
+        self.count = min(self.count, self.sent + int(seconds * self.rate))
+
     def wait(self, timeout: float) -> None:
         """Wait until every message is sent and its delivery reported.
 

@@ -140,7 +140,7 @@ Setup: one broker shared by the consumer-side scenarios, a broker of their own
 for D9-D13; workers run with a session timeout of {SESSION_TIMEOUT_MS // 1000} s
 (RELIABILITY 6.1's default under test; the worker's own is 45 s) and otherwise
 their defaults, except where a scenario's title or notes say (D3: static
-membership, 6 s; D11 and P4: `delivery_timeout_s` 5 s; P3: small limits;
+membership, 60 s; D11 and P4: `delivery_timeout_s` 5 s; P3: small limits;
 P5: `--logic flaky --max-attempts 3`; B2 and B3: `python -m tests.faults.slow_logic`,
 `--message-budget-ms 1000`, the backstop's margin 5 s). confluent-kafka {client}, librdkafka
 {confluent_kafka.libversion()[0]}, Kafka {kafka_version()}, Python

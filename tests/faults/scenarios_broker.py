@@ -8,7 +8,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from schemas.errors import RunnerError
-from tests.faults.harness import Env, FaultBroker, FaultWorker, Outcome
+from service.settings.worker import ConsumerSettings
+from tests.faults.harness import WAIT_S, Env, FaultBroker, FaultWorker, Outcome
 from tests.faults.observe import worker_lines
 from tests.faults.run import Run
 
@@ -18,6 +19,16 @@ PAUSE_S: Final = 15.0
 timeout, with output writes in flight (1,000 msg/s): the worker must rewind and
 retry the stuck batch, not exit."""
 D11_DELIVERY_TIMEOUT_S: Final = 5.0
+REJOIN_BOUND_S: Final = (
+    ConsumerSettings.model_fields["max_poll_interval_ms"].default / 1000 + 30
+)
+"""How long the drain after the broker's faults may make no progress: the
+worker's JoinGroup bound plus a margin. A JoinGroup is held by the coordinator
+until the group's members have rejoined, for up to the rebalance timeout, and
+librdkafka waits for its answer up to `max.poll.interval.ms` + 3 s before it
+asks again (the worker's default: 300 s). At load 17-25, D9's worker was left
+with no assignment for over 120 s after the broker's last restart (its loop
+polling, no error logged), where runs alone re-formed the group in 7-90 s."""
 SHUTDOWN_BOUND_S: Final = 20.0
 """A SIGTERM while the broker is stopped must end the worker within this: its
 `close()` is bounded (about 10 s) plus the time to notice."""
@@ -77,9 +88,9 @@ def _broker_fault(
     ):
         worker = run.worker()
         run.produce(rate=RATE, count=RATE * seconds)
-        worker.wait_for(3 * RATE, timeout=60)
+        worker.wait_for(3 * RATE, timeout=WAIT_S)
         windows = fault(broker, run)
-        run.wait_drained(120)
+        run.wait_drained(REJOIN_BOUND_S)
         run.dup_bound += run.redo_faults(worker, [start for start, _ in windows])
         if not worker.alive():
             outcome.fail(f"the worker exited ({worker.exit_code()}) over the fault")

@@ -8,15 +8,19 @@ import uuid
 from typing import Final
 
 from abrunner.lab import worker_probe
-from tests.faults.harness import Env, FaultWorker, Outcome, wait_until
+from tests.faults.harness import WAIT_S, Env, FaultWorker, Outcome, wait_until
 from tests.faults.observe import worker_lines
 from tests.faults.run import Run
 
 RATE: Final = 1000
 """Messages a second: a steady stream a worker keeps up with on 2 shared cores."""
 _MB: Final = 1024 * 1024
-STATIC_SESSION_MS: Final = 6000
-"""D3's session timeout: the bound a static member's restart must beat."""
+STATIC_SESSION_MS: Final = 60_000
+"""D3's session timeout: the bound a static member's restart must beat. It must
+outlast a worker's start-up, or the session expires before the successor joins
+and static membership is not what brings the partitions back: at load 18 on the
+2 shared cores a worker took 9 s from its spawn to its first log line, and at
+load 36 it took 43 s from a kill to the successor's first message."""
 
 
 def _lag(worker: FaultWorker) -> int:
@@ -35,7 +39,7 @@ def d2_clean_bounce(env: Env) -> Outcome:
         run.produce(rate=RATE, count=RATE * 8 * bounces)
         shutdowns = []
         for _ in range(bounces):
-            worker.wait_for(2 * RATE, timeout=60)
+            worker.wait_for(2 * RATE, timeout=WAIT_S)
             shutdowns.append(run.stop(worker))
             worker = run.worker()
             run.fault_ends.append(run.mark("restarted"))
@@ -59,7 +63,7 @@ def _kill_and_restart(
             raise TimeoutError(f"the restarted worker exited {successor.exit_code()}")
         return successor.processed() > 0
 
-    wait_until(resumed, 60, every=0.1, what="resume after the kill")
+    wait_until(resumed, WAIT_S, every=0.1, what="resume after the kill")
     run.fault_ends.append(run.mark("processing again"))
     return successor, time.monotonic() - killed
 
@@ -67,13 +71,14 @@ def _kill_and_restart(
 def d3_kill_9(env: Env) -> Outcome:
     """SIGKILL the worker at a random point of its stream; restart it at once.
 
-    Static membership (`--group-instance-id`, `--session-timeout-ms 6000`): the
-    restarted worker takes the dead one's place and its partitions at once,
-    without waiting for the session to expire, so each recovery (kill to the
-    first message finished again) must take less than the session timeout. The
-    full set then kills once more and restarts without an instance id: that
-    recovery waits for the dead member's session (6 s here; the worker's
-    default 45 s is the bound for a dynamic member).
+    Static membership (`--group-instance-id`, `--session-timeout-ms 60000`): the
+    restarted worker takes the dead one's place and its partitions as soon as it
+    joins, without waiting for the session to expire, so each recovery (kill to
+    the first message finished again: the successor's start-up plus its join)
+    must take less than the session timeout. The full set then kills once more
+    and restarts without an instance id: that recovery waits for the dead
+    member's session (60 s here; the worker's default 45 s is the bound for a
+    dynamic member).
     """
     kills = 2 if env.fast else 3
     outcome = Outcome(
@@ -90,12 +95,12 @@ def d3_kill_9(env: Env) -> Outcome:
         run.produce(rate=RATE, count=RATE * seconds)
         recoveries = []
         for _ in range(kills):
-            worker.wait_for(2 * RATE, timeout=60)
+            worker.wait_for(2 * RATE, timeout=WAIT_S)
             time.sleep(rng.uniform(0.1, 2.0))
             worker, took = _kill_and_restart(run, worker, *static)
             recoveries.append(took)
         if not env.fast:
-            worker.wait_for(2 * RATE, timeout=60)
+            worker.wait_for(2 * RATE, timeout=WAIT_S)
             worker, took = _kill_and_restart(run, worker, *session)
             outcome.figures["recovery_s_dynamic"] = round(took, 1)
         run.wait_drained(90)
@@ -116,18 +121,24 @@ def d3_kill_9(env: Env) -> Outcome:
 
 
 def d5_scale(env: Env) -> Outcome:
-    """A second worker joins the group mid-stream, then leaves it (SIGTERM)."""
+    """A second worker joins the group mid-stream, then leaves it (SIGTERM).
+
+    The stream runs until 8 s after the second worker has left (at most 240 s):
+    on a loaded machine a worker's start-up alone has taken 26 s, longer than
+    a fixed 25 s stream, and the second worker then joined an idle topic.
+    """
     outcome = Outcome("D5", "Scale out and in: a second worker joins, then leaves")
     with Run(env, outcome, partitions=4) as run:
         first = run.worker()
-        run.produce(rate=RATE, count=RATE * 25)
-        first.wait_for(3 * RATE, timeout=60)
+        producer = run.produce(rate=RATE, count=RATE * 240)
+        first.wait_for(3 * RATE, timeout=WAIT_S)
         second = run.worker()
         run.fault_ends.append(run.mark("second worker joined"))
-        second.wait_for(RATE, timeout=60)
+        second.wait_for(RATE, timeout=WAIT_S)
         time.sleep(3)
         run.stop(second)
         run.fault_ends.append(run.mark("second worker left"))
+        producer.end_after(8)
         run.wait_drained(90)
         run.finish()
         rebalances = sum(
@@ -148,7 +159,7 @@ def s1_sigterm_under_load(env: Env) -> Outcome:
     with Run(env, outcome, worker_args=("--work-us", "400")) as run:
         worker = run.worker()
         run.produce(rate=3000, count=3000 * 12)
-        worker.wait_for(8000, timeout=60)
+        worker.wait_for(8000, timeout=WAIT_S)
         backlog = _lag(worker)
         took = run.stop(worker)
         outcome.figures.update(shutdown_s=round(took, 2), lag_at_sigterm=backlog)

@@ -23,7 +23,14 @@ from typing import Final
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from codec import get_codec
-from tests.faults.harness import Env, FaultBroker, FaultWorker, Outcome, wait_until
+from tests.faults.harness import (
+    WAIT_S,
+    Env,
+    FaultBroker,
+    FaultWorker,
+    Outcome,
+    wait_until,
+)
 from tests.faults.model import Written
 from tests.faults.observe import _written, tracebacks
 from tests.faults.producer import quiet
@@ -46,7 +53,7 @@ def e1_kill_9(env: Env) -> Outcome:
         worker = run.worker()
         run.produce(rate=RATE, count=RATE * 25)
         for _ in range(2):
-            worker.wait_for(2 * RATE, timeout=90)
+            worker.wait_for(2 * RATE, timeout=WAIT_S)
             time.sleep(rng.uniform(0.1, 1.5))  # a transaction is open most of the time
             worker = _kill_and_restart(run, worker)
         _verdict(run, refused=False)
@@ -60,14 +67,16 @@ def e1_rebalance(env: Env) -> Outcome:
     )
     with Run(env, outcome, partitions=4, worker_args=EOS) as run:
         first = run.worker()
-        run.produce(rate=RATE, count=RATE * 25)
-        first.wait_for(3 * RATE, timeout=90)
+        # A long stream, ended once the second worker has left (as in D5).
+        producer = run.produce(rate=RATE, count=RATE * 240)
+        first.wait_for(3 * RATE, timeout=WAIT_S)
         # Its own transactional id: the same one would fence the first worker.
         second = run.worker("--worker-index", "1")
         run.mark("second worker joined")
-        second.wait_for(RATE, timeout=90)
+        second.wait_for(RATE, timeout=WAIT_S)
         run.stop(second)
         run.mark("second worker left")
+        producer.end_after(8)
         _verdict(run, refused=False)
     return outcome
 
@@ -80,7 +89,7 @@ def e1_handler_raises(env: Env) -> Outcome:
     with Run(env, outcome, worker_args=(*EOS, *REFUSE_GIFTS)) as run:
         worker = run.worker()
         run.produce(rate=RATE, count=RATE * 20)
-        worker.wait_for(3 * RATE, timeout=90)
+        worker.wait_for(3 * RATE, timeout=WAIT_S)
         worker = _kill_and_restart(run, worker)
         _verdict(run, refused=True)
     return outcome
@@ -137,7 +146,7 @@ def _resumed(worker: FaultWorker, past: int) -> bool:
 def _kill_and_restart(run: Run, worker: FaultWorker) -> FaultWorker:
     run.kill(worker)
     successor = run.worker(ready=False)
-    wait_until(lambda: successor.processed() > 0, 90, every=0.1, what="resume")
+    wait_until(lambda: successor.processed() > 0, WAIT_S, every=0.1, what="resume")
     run.fault_ends.append(run.mark("processing again"))
     return successor
 

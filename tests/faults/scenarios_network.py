@@ -17,7 +17,7 @@ from typing import Final, Self
 
 from abrunner.lab import worker_probe
 from service.lifecycle.child_processes import free_ports
-from tests.faults.harness import Env, FaultBroker, Outcome
+from tests.faults.harness import WAIT_S, Env, FaultBroker, Outcome
 from tests.faults.observe import worker_lines
 from tests.faults.run import Run
 
@@ -131,7 +131,7 @@ def _in_namespace(env: Env, outcome: Outcome, fault: str, seconds: int) -> Outco
         assert worker.proc is not None
         base = worker_probe.rss_bytes(worker.proc.pid)
         run.produce(rate=RATE, count=RATE * seconds)
-        worker.wait_for(3 * RATE, timeout=60)
+        worker.wait_for(3 * RATE, timeout=WAIT_S)
         start = time.monotonic()
         run.mark(fault)
         if fault == "link down":
