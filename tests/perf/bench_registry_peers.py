@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import functools
 import json
-import time
-from collections.abc import Callable, Sequence
 from typing import Any
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -27,6 +25,7 @@ from confluent_kafka.schema_registry.protobuf import (
 )
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from abrunner.lab.peer_decode import best_us
 from codec import CodecName, get_codec
 from codec.registry import frame_codec
 from codec.registry.client import RegisteredSchema, SchemaNotFound
@@ -34,7 +33,6 @@ from loadgen.payloads import make_payloads
 from schemas.registry import SCHEMAS
 
 _POOL = 200
-_SAMPLES = 5
 
 
 class _TheirRegistry:
@@ -52,18 +50,6 @@ class _TheirRegistry:
 
     def register(self, subject: str, schema_type: str, text: str) -> int:
         raise NotImplementedError
-
-
-def _best_us(decode: Callable[[bytes], Any], wire: Sequence[bytes]) -> float:
-    for data in wire:  # warm-up: the schema fetched, caches filled
-        decode(data)
-    best = float("inf")
-    for _ in range(_SAMPLES):
-        t0 = time.thread_time_ns()
-        for data in wire:
-            decode(data)
-        best = min(best, (time.thread_time_ns() - t0) / len(wire) / 1000)
-    return best
 
 
 def _rows() -> list[tuple[str, float, float]]:
@@ -107,8 +93,8 @@ def _rows() -> list[tuple[str, float, float]]:
         else:
             wire = [serializer(plain.to_builtins(n), ctx) for n in natives]
         ours = frame_codec(get_codec(name, "medium"), _TheirRegistry(client))
-        theirs_us = _best_us(functools.partial(deserializer, ctx=ctx), wire)
-        ours_us = _best_us(ours.decode_unchecked, wire)
+        theirs_us = best_us(functools.partial(deserializer, ctx=ctx), wire)
+        ours_us = best_us(ours.decode_unchecked, wire)
         out.append((f"{label} ({name})", theirs_us, ours_us))
     return out
 
