@@ -21,7 +21,6 @@ import datetime
 import decimal
 import io
 import uuid
-from collections.abc import Callable
 from typing import Any, Final, Generic, TypeVar
 
 import fastavro
@@ -30,15 +29,15 @@ import msgspec
 from codec.avro_exact import walker
 from codec.base import AVRO, MalformedBuffer, as_encode_error, safe_decode
 from codec.record_names import branch_reader, branch_writer
+from codec.shape_fixes import Fix, ShapeFixes
 from schemas.derive.avro_schema import avro_schema, logical_decimal
 from schemas.derive.msgspec_structs import hooks
-from schemas.shape import ListOf, MapOf, MessageShape, Scalar, TypeShape
+from schemas.shape import MessageShape, Scalar, TypeShape
 
 S = TypeVar("S", bound=msgspec.Struct)
 
 _KEEP: Final = (bytes, datetime.datetime, datetime.date, uuid.UUID, decimal.Decimal)
 """Types `msgspec.to_builtins` passes through as they are: fastavro writes them."""
-Fix = Callable[[Any], Any]
 
 
 class AvroCodec(Generic[S]):
@@ -114,48 +113,16 @@ class AvroCodec(Generic[S]):
         )
 
 
-class _TextDecimals:
+class _TextDecimals(ShapeFixes):
     """Turns the Decimals of `string`-typed Decimal fields into their text.
 
     `value` returns None for a shape without such a field, so the common schema
     (no Decimal, or every Decimal bounded) pays nothing for it on encode.
     """
 
-    def __init__(self) -> None:
-        self._messages: dict[int, Fix | None] = {}
+    in_place = True  # the tree is the encoder's own (`to_builtins`)
 
-    def value(self, shape: TypeShape) -> Fix | None:
-        if isinstance(shape, MessageShape):
-            return self._message(shape)
-        if isinstance(shape, ListOf):
-            item = self.value(shape.item)
-            return None if item is None else (lambda v: [item(x) for x in v])
-        if isinstance(shape, MapOf):
-            inner = self.value(shape.value)
-            if inner is None:
-                return None
-            return lambda v: {k: inner(x) for k, x in v.items()}
+    def leaf(self, shape: TypeShape) -> Fix | None:
         if isinstance(shape, Scalar) and shape.kind == "decimal":
             return None if logical_decimal(shape) else str
         return None
-
-    def _message(self, msg: MessageShape) -> Fix | None:
-        if id(msg) in self._messages:  # a recursive type: decided when it is done
-            return lambda v: (self._messages[id(msg)] or _same)(v)
-        self._messages[id(msg)] = None
-        fixes = [(f.wire, one) for f in msg.fields if (one := self.value(f.type))]
-        if not fixes:
-            return None
-
-        def fix(record: dict[str, Any]) -> dict[str, Any]:
-            for key, one in fixes:
-                if record.get(key) is not None:
-                    record[key] = one(record[key])
-            return record
-
-        self._messages[id(msg)] = fix
-        return fix
-
-
-def _same(value: Any) -> Any:
-    return value

@@ -10,16 +10,14 @@ the field reader and the comparison of decoded values do.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Final
 
 from google.protobuf.message import Message
 
-from schemas.shape import ListOf, MapOf, MessageShape, Scalar, TypeShape, UnionOf
+from codec.shape_fixes import Fix, ShapeFixes
+from schemas.shape import MessageShape, Scalar, TypeShape, UnionOf
 from schemas.unions import UNION_ONEOF, member_names, union_tags
 from schemas.untagged import is_untagged, member_picker
-
-Fix = Callable[[Any], Any]
 
 _BY_TYPE: Final = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"))
 """A JSON value's Python type -> the scalar member that holds it (bool before int)."""
@@ -41,30 +39,15 @@ def member_of(wrapper: Message) -> tuple[str | None, Any]:
     return (None, None) if name is None else (name, getattr(wrapper, name))
 
 
-class Wrapping:
+class Wrapping(ShapeFixes):
     """Builds, once per shape, what wraps each union value of a builtins tree.
 
     `value` returns None for a shape without a union, so a schema without one
     pays nothing on `from_builtins`.
     """
 
-    def __init__(self) -> None:
-        self._messages: dict[int, Fix | None] = {}
-
-    def value(self, shape: TypeShape) -> Fix | None:
-        if isinstance(shape, MessageShape):
-            return self._message(shape)
-        if isinstance(shape, ListOf):
-            item = self.value(shape.item)
-            return None if item is None else (lambda v: [item(x) for x in v])
-        if isinstance(shape, MapOf):
-            inner = self.value(shape.value)
-            if inner is None:
-                return None
-            return lambda v: {k: inner(x) for k, x in v.items()}
-        if isinstance(shape, UnionOf):
-            return self._union(shape)
-        return None
+    def leaf(self, shape: TypeShape) -> Fix | None:
+        return self._union(shape) if isinstance(shape, UnionOf) else None
 
     def _union(self, shape: UnionOf) -> Fix:
         names = member_names(shape)
@@ -106,24 +89,6 @@ class Wrapping:
             return v  # not a member's type: ParseDict says why
 
         return wrap_scalar
-
-    def _message(self, msg: MessageShape) -> Fix | None:
-        if id(msg) in self._messages:  # a recursive type: decided when it is done
-            return lambda v: (self._messages[id(msg)] or _same)(v)
-        self._messages[id(msg)] = None
-        fixes = [(f.wire, one) for f in msg.fields if (one := self.value(f.type))]
-        if not fixes:
-            return None
-
-        def fix(record: dict[str, Any]) -> dict[str, Any]:
-            out = dict(record)
-            for key, one in fixes:
-                if out.get(key) is not None:
-                    out[key] = one(out[key])
-            return out
-
-        self._messages[id(msg)] = fix
-        return fix
 
 
 def _tag_key(shape: UnionOf) -> str:

@@ -46,6 +46,7 @@ PARTS = {
     "codec": {
         "codec.base": 0,
         "codec.work_bounds": 0,
+        "codec.shape_fixes": 0,
         "codec.views": 1,
         "codec.avro_exact": 1,
         "codec.protobuf_unions": 1,
