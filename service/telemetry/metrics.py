@@ -91,12 +91,27 @@ class Metrics:
         ).labels(codec)
         self.handle_seconds = BatchHistogram(
             "worker_handle_seconds",
-            "Wall time of the business logic of single messages (those decode-timed), "
+            "Wall time of the business logic of single messages (those decode-timed; "
+            "an async handler: every message, its awaits included), "
             "less the clock's own cost.",
             PER_MESSAGE_BUCKETS,
             ["codec"],
             registry,
         ).labels(codec)
+        self.handle_cpu_seconds = BatchHistogram(
+            "worker_handle_cpu_seconds",
+            "An async handler's CPU time per message: its own steps only, not the "
+            "time it waited for its awaits (every 32nd message is timed).",
+            PER_MESSAGE_BUCKETS,
+            ["codec"],
+            registry,
+        ).labels(codec)
+        self.async_pauses = Counter(
+            "worker_async_pauses",
+            "Times an async handler's messages in flight reached max_in_flight and "
+            "the partitions were paused.",
+            registry=registry,
+        )
         self.e2e_latency = _E2ELatency(registry, codec).child
         """Fed raw ages in ns (`add_ages`); also exported, by reason, are the
         sampled messages whose latency was not observed."""
