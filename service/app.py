@@ -42,7 +42,7 @@ from service.kafka.group_lag import watch_group
 from service.kafka.protocols import KafkaProducer, WorkerConsumer
 from service.kafka.security_check import check_access
 from service.lifecycle import signals
-from service.loop.async_loop import AsyncLoop
+from service.loop.async_path.loop import AsyncLoop
 from service.loop.batch_loop import BatchLoop
 from service.loop.partition_starts import start_uncommitted
 from service.loop.shutdown_budget import Shutdown

@@ -127,7 +127,7 @@ class Handler:
         self.step: Callable[[Any], object] | None = None
         self.awaits = False
         """The step is an async handler (`service.logic.user_handler.awaits`): the
-        worker runs it on its event loop (`service.loop.async_loop`)."""
+        worker runs it on its event loop (`service.loop.async_path.loop`)."""
         self.probe: FirstCallProbe | None = None
         """A team's plain callable, until its first call says whether it returns
         awaitables (`FirstCallProbe`); None otherwise."""

@@ -9,7 +9,7 @@ it costs the same on every codec and its time is the team's own
 
 An async handler (`async def`, a `functools.partial` of one, an object whose
 `__call__` is `async def`) is told by its definition (`awaits`) and runs on the
-worker's event loop (`service.loop.async_loop`). A plain callable that returns an
+worker's event loop (`service.loop.async_path.loop`). A plain callable that returns an
 awaitable cannot be told before it is called: the worker calls it through a
 `FirstCallProbe` until a call returns, which says which it is (an awaitable is
 then run to completion, and the worker moves to the event loop after that batch).
@@ -108,7 +108,7 @@ class FirstCallProbe:
     loop then calls the handler directly, from its next batch on: no wrapper is
     left); an awaitable is run to completion here, on a private event loop, and
     calls `on_async()` (the worker ends the sync loop after the batch, its offsets
-    stored, and goes on with the event loop, `service.loop.async_loop`). Until the
+    stored, and goes on with the event loop, `service.loop.async_path.loop`). Until the
     worker moves, every awaitable is run to completion, one at a time: nothing is
     dropped. A call that raises decides nothing.
 

@@ -2,7 +2,7 @@
 
 A stub logic and a team's sync handler run in the sync batch loop
 (`service.loop.batch_loop`); a team's async handler (`Handler.awaits`) on the
-event loop (`service.loop.async_loop`). A team's plain callable, which may return
+event loop (`service.loop.async_path.loop`). A team's plain callable, which may return
 awaitables, starts in the batch loop behind its `FirstCallProbe`; the probe's first
 answer either rebinds the loop to the handler itself (sync: no wrapper left) or
 asks the worker to move to the event loop after the batch (`async_loop_for`).
@@ -21,9 +21,9 @@ from codec import Codec
 from service.delivery.batch_writes import BatchWrites
 from service.kafka.protocols import WorkerConsumer
 from service.logic.builtin import Handler
-from service.loop.async_loop import AsyncLoop
+from service.loop.async_path.inflight import ReleasedPositions
+from service.loop.async_path.loop import AsyncLoop
 from service.loop.batch_loop import BatchHook, BatchLoop
-from service.loop.inflight import ReleasedPositions
 from service.settings.worker import Settings
 from service.telemetry.metrics import Metrics
 

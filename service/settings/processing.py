@@ -59,7 +59,7 @@ class ProcessingSettings(Section):
     """An async handler (`async def`, or a callable returning an awaitable): the
     most messages consumed and not yet finished (handled, their writes confirmed,
     their offsets stored) at once; at the bound the partitions are paused, and
-    resumed once half of it is free (`service.loop.async_loop`). A sync handler
+    resumed once half of it is free (`service.loop.async_path.loop`). A sync handler
     handles one message at a time and ignores it."""
     ordering: Literal["partition", "key", "none"] = "partition"
     """An async handler: which messages are handled one after another. `partition`:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from service.loop.async_loop import AsyncLoop
+from service.loop.async_path.loop import AsyncLoop
 from service.loop.batch_loop import BatchLoop
 from tests.fakes import FakeMessage
 from tests.unit.test_app import PAYLOADS, Rig, msg, unfreeze  # noqa: F401 (a fixture)

@@ -5,7 +5,7 @@ released: handled (its result or its dead letter kept on its `Entry`), and every
 message before it in its partition released too. Handlers finish in any order
 (`--ordering key|none`); `PartitionTrack.done_prefix` counts the finished messages
 at the front of the partition, the contiguous completed prefix, and only those are
-written, confirmed and stored (`service.loop.async_loop`). A partition taken away
+written, confirmed and stored (`service.loop.async_path.loop`). A partition taken away
 is marked not `live`: what its handlers still finish is dropped, never stored.
 """
 

@@ -2,8 +2,8 @@
 
 An `async def` handler (or a callable returning an awaitable) runs here instead of
 in the sync batch loop (`service.loop.batch_loop`), which is left as it is. One
-thread runs the event loop (uvloop, `service.loop.event_loop`); every consumer call
-is made from it (librdkafka's batch consume is not safe beside a pause, resume or
+thread runs the event loop (uvloop, `service.loop.async_path.event_loop`); every
+consumer call is made from it (librdkafka's batch consume is not safe beside a pause, resume or
 seek from another thread). Each round:
 
 1. `consume()`: blocking for the batch wait when nothing is in flight (no handler
@@ -14,10 +14,9 @@ seek from another thread). Each round:
    `key` those of one key of a partition (keyless ones share a lane), `none` every
    message in a task of its own;
 3. the messages finished at the front of each partition (the contiguous completed
-   prefix, `service.loop.inflight`) are released: their results written to the
-   output topic and their dead letters to the DLQ, both confirmed by the broker,
-   then their offsets stored (exactly-once: written and committed in one
-   transaction with exactly those offsets), then counted in the metrics;
+   prefix) are released (`service.loop.async_path.release`): their results and
+   dead letters written and confirmed, then their offsets stored (exactly-once:
+   one transaction with exactly those offsets), then counted in the metrics;
 4. wait up to the batch wait for the handlers (woken early when paused).
 
 **Bounded.** Messages in flight (consumed, not released) never pass `max_in_flight`
@@ -49,37 +48,29 @@ in 32 as in the sync loop.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from time import perf_counter_ns, time_ns
-from typing import Any, Final
+from typing import Any
 
 import structlog
 from confluent_kafka import TopicPartition
 
 from codec import Codec
-from schemas.errors import DeliveryError, FatalError
-from service.delivery.dead_letters import Poison, PoisonHandler
+from schemas.errors import FatalError
+from service.delivery.dead_letters import PoisonHandler
 from service.delivery.gated_writes import ConfirmedProducer
-from service.delivery.outputs import emitter
-from service.delivery.transactions import NoTransactions, Transactions
-from service.kafka.headers import sent_ages
+from service.delivery.transactions import Transactions
 from service.kafka.protocols import KafkaMessage, WorkerConsumer
-from service.loop.event_loop import CpuTimed, new_event_loop
-from service.loop.hotpath import _UNDECODED, MessagePath, Tally, _Unusable
-from service.loop.inflight import Entry, PartitionTrack, ReleasedPositions
-from service.loop.message_budget import OverBudget
+from service.loop.async_path.event_loop import new_event_loop
+from service.loop.async_path.handling import SWEEP_S, Handling
+from service.loop.async_path.inflight import Entry, PartitionTrack, ReleasedPositions
+from service.loop.async_path.release import Release
 from service.loop.timer_overhead import clock_overhead_ns
 from service.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
 
-SAMPLE_EVERY: Final = 32
-"""Time the decode and the handler's CPU of every 32nd message (`CpuTimed`)."""
-SWEEP_S: Final = 0.1
-"""How often the message budget is checked (its resolution)."""
 Ordering = str
 """`partition`, `key` or `none` (`ProcessingSettings.ordering`)."""
 
@@ -141,54 +132,46 @@ class AsyncLoop:
     ) -> None:
         self._consumer = consumer
         self._m = metrics
-        self._poison = poison
-        self._output = output
-        self._emit = None if output is None else emitter(codec, *output, results=True)
-        self._path = MessagePath(
+        clock_ns = clock_overhead_ns()
+        metrics.timer_overhead.set(clock_ns * 1e-9)
+        self._handling = Handling(
             codec,
-            step=None,
-            emit=None,
+            step,
+            metrics,
             max_payload_bytes=max_payload_bytes,
+            max_attempts=max_attempts,
+            retry_backoff_s=retry_backoff_ms / 1000.0,
+            budget_s=budget_s,
             consumer_error=self._consumer_error,
-            retried=metrics.logic_retries.inc,
         )
-        self._decode = codec.decode_unchecked
-        self._codec_name = codec.name
-        self._limit = max_payload_bytes
-        self._step = step
+        self._release = Release(
+            consumer,
+            codec,
+            metrics,
+            self._handling,
+            poison=poison,
+            output=output,
+            transactions=transactions,
+            positions=positions,
+            latency_sample_every=latency_sample_every,
+            clock_ns=clock_ns,
+        )
         self._size = batch_size
         self._timeout = batch_timeout_s
         self._max = max_in_flight
         self._ordering = ordering
-        self._attempts = max_attempts
-        self._backoff_s = retry_backoff_ms / 1000.0
-        self._txn: Transactions | NoTransactions = transactions or NoTransactions()
-        self._positions = positions
-        self._every = latency_sample_every
-        self._phase = 0
-        self._budget_s = budget_s
         self._grace_s = grace_s
         self._loop_kind = loop_kind
-        self._clock_ns = clock_overhead_ns()
-        metrics.timer_overhead.set(self._clock_ns * 1e-9)
         self._topic = ""
         self._assignment: dict[int, TopicPartition] = {}
         self._tracks: dict[int, PartitionTrack] = {}
         self._lanes: dict[Any, deque[tuple[Entry, PartitionTrack]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._running: dict[Entry, tuple[float, asyncio.Task[Any]]] = {}
-        self._over: set[Entry] = set()
         self._in_flight = 0
         self._finished = 0
         self._paused = False
         self._wake: asyncio.Future[None] | None = None
-        self._counter = 0
-        self._handle_ns: list[int] = []
-        self._cpu_ns: list[int] = []
-        self._decode_ns: list[int] = []
-        self._errors = 0
         self.hold = NoHold()
-        self.processed = 0
         self.heartbeat = time.monotonic()
 
     # -- rebalance callbacks (inside consume(), on the loop's thread) ---------------
@@ -243,9 +226,9 @@ class AsyncLoop:
             if self._finished:
                 self._settle()
             now = self.heartbeat = time.monotonic()
-            if self._budget_s and now >= next_sweep:
+            if self._handling.budget_s and now >= next_sweep:
                 next_sweep = now + SWEEP_S
-                self._sweep(now)
+                self._handling.sweep(now)
             tick()
             if self._in_flight and len(msgs) < size:
                 await self._wait(timeout)
@@ -281,7 +264,6 @@ class AsyncLoop:
         for m in msgs:
             err = m.error()
             if err is not None:
-                self._errors += 1
                 self._consumer_error(err)
                 continue
             p = m.partition() or 0
@@ -319,184 +301,21 @@ class AsyncLoop:
                 del self._lanes[key]
 
     async def _handle(self, entry: Entry, track: PartitionTrack) -> None:
-        """Decode, then await the handler (retried on a fresh decode); the entry
-        is done with its result or its poison."""
-        m = entry.message
-        self._counter += 1
-        sampled = self._counter % SAMPLE_EVERY == 0
-        obj = self._decoded(entry, sampled)
-        if obj is not _UNDECODED:
-            self._running[entry] = (time.monotonic(), asyncio.current_task())  # type: ignore[assignment]
-            try:
-                await self._attempts_of(entry, obj, sampled)
-            except asyncio.CancelledError:
-                if entry not in self._over:
-                    raise  # a stop: not done, never stored
-                self._over.discard(entry)
-                task = asyncio.current_task()
-                if task is not None:
-                    task.uncancel()
-                entry.poison = Poison.over_budget(
-                    m,
-                    self._codec_name,
-                    OverBudget(self._budget_s, self._budget_s),
-                    "process",
-                )
-            finally:
-                self._running.pop(entry, None)
+        await self._handling.handle(entry)
         entry.done = True
         if track.live:
             self._finished += 1
             if self._paused and self._wake is not None and not self._wake.done():
                 self._wake.set_result(None)
 
-    async def _attempts_of(self, entry: Entry, obj: Any, sampled: bool) -> None:
-        m, step, clock = entry.message, self._step, perf_counter_ns
-        attempt = 1
-        while True:
-            t0 = clock()
-            try:
-                out = step(obj)
-                if inspect.isawaitable(out):
-                    if sampled:
-                        timed = CpuTimed(out)
-                        out = await timed
-                        self._cpu_ns.append(timed.cpu_ns)
-                    else:
-                        out = await out
-            except Exception as exc:
-                if attempt >= self._attempts:
-                    entry.poison = Poison.rejected(m, exc, attempt)
-                    return
-                attempt += 1
-                await asyncio.sleep(self._backoff_s * 2 ** (attempt - 2))
-                self._m.logic_retries.inc()
-                try:
-                    obj = self._path._fresh(m)
-                except Exception as again:  # decoded once: a fluke, but not lost
-                    entry.poison = Poison.undecodable(m, self._codec_name, again)
-                    return
-                continue
-            self._handle_ns.append(clock() - t0)
-            entry.out = out
-            return
-
-    def _decoded(self, entry: Entry, sampled: bool) -> Any:
-        m = entry.message
-        value = m.value()
-        path = self._path
-        try:
-            if len(value) > self._limit:  # type: ignore[arg-type]
-                raise _Unusable
-            decode = self._decode if path._pick is None else path._pick(m)
-            if not sampled:
-                return decode(value)  # type: ignore[arg-type]
-            t0 = perf_counter_ns()
-            obj = decode(value)  # type: ignore[arg-type]
-            self._decode_ns.append(perf_counter_ns() - t0)
-            return obj
-        except MemoryError:
-            raise
-        except Exception as exc:
-            tally = Tally()
-            obj = path._failed(m, exc, tally)
-            if obj is _UNDECODED:
-                entry.poison = tally.poison[0]
-            return obj
-
-    def _sweep(self, now: float) -> None:
-        """Cancel, where they await, the handlers past the message budget."""
-        for entry, (start, task) in list(self._running.items()):
-            if now - start > self._budget_s and entry not in self._over:
-                self._over.add(entry)
-                task.cancel()
-
-    # -- release: writes confirmed, then offsets -----------------------------------------
-
     def _settle(self) -> None:
-        """Release each partition's finished prefix: write, confirm, store, count."""
         self._finished = 0
-        ready = [(p, t, n) for p, t in self._tracks.items() if (n := t.done_prefix())]
-        if not ready:
-            return
-        emit = self._emit
-        self._txn.begin()
-        try:
-            poison: list[Poison] = []
-            for _p, track, n in ready:
-                for i in range(n):
-                    entry = track.entries[i]
-                    if entry.poison is not None:
-                        poison.append(entry.poison)
-                    elif emit is not None and entry.out is not None:
-                        self._write(emit, entry, poison)
-            if poison:
-                self._poison.reject(poison)
-                self._poison.confirm()
-            if self._output is not None and self._output[0].pending:
-                self._output[0].confirm()
-            released = {p: t.entries[n - 1].message.offset() + 1 for p, t, n in ready}  # type: ignore[operator]
-            if self._positions is not None:
-                self._positions.released = released
-            self._txn.commit([TopicPartition(self._topic, p) for p in released], ())
-        except DeliveryError as exc:
-            self._txn.abort()
-            self._poison.abandon()
-            if self._output is not None:
-                self._output[0].abandon()
-            raise FatalError(
-                f"writes not confirmed ({exc}): the worker stops, their offsets "
-                "unstored, so a restart handles those messages again"
-            ) from None
-        entries: list[Entry] = []
-        offsets = []
-        for p, track, n in ready:
-            done, offset = track.release(n)
-            entries += done
-            offsets.append(TopicPartition(self._topic, p, offset))
-        self._in_flight -= len(entries)
-        self._consumer.store_offsets(offsets=offsets)
-        self._observe(entries)
+        self._in_flight -= self._release.settle(self._tracks, self._topic)
 
-    def _write(self, emit: Any, entry: Entry, poison: list[Poison]) -> None:
-        try:
-            emit(entry.message, None, entry.out)
-        except (MemoryError, DeliveryError):
-            raise
-        except Exception as exc:
-            entry.poison = Poison.unencodable(entry.message, self._codec_name, exc)
-            poison.append(entry.poison)
-
-    def _observe(self, entries: list[Entry]) -> None:
-        m = self._m
-        n = len(entries)
-        bad = [e.poison for e in entries if e.poison is not None]
-        if n - len(bad):
-            m.ok.value += n - len(bad)
-        logic = sum(1 for p in bad if p.stage in ("process", "encode"))
-        if logic:
-            m.logic_errors.inc(logic)
-        if len(bad) - logic:
-            m.decode_errors.inc(len(bad) - logic)
-        clock = self._clock_ns
-        for samples, hist in (
-            (self._decode_ns, m.decode_seconds),
-            (self._handle_ns, m.handle_seconds),
-            (self._cpu_ns, m.handle_cpu_seconds),
-        ):
-            if samples:
-                hist.observe_many([max(0, t - clock) * 1e-9 for t in samples])
-                samples.clear()
-        m.bytes.value += sum(len(e.message.value() or b"") for e in entries)
-        m.batch_messages.observe_n(n, 1)
-        every, phase = self._every, self._phase
-        sampled = [e.message for e in entries[phase::every]]
-        self._phase = (phase - n) % every
-        if sampled:
-            ages, unparsable = sent_ages(sampled, time_ns())
-            if ages or unparsable:
-                m.e2e_latency.add_ages(ages, unparsable)
-        self.processed += n
+    @property
+    def processed(self) -> int:
+        """Messages released (handled, written, stored) so far."""
+        return self._release.processed
 
     async def _stop(self) -> None:
         """Wait up to the grace period for the handlers in flight; release what
