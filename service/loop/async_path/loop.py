@@ -170,6 +170,10 @@ class AsyncLoop:
         self._in_flight = 0
         self._finished = 0
         self._paused = False
+        self._failed: BaseException | None = None
+        """What a lane's or a message's task raised (a defect: `_ended`)."""
+        self._full_since: float | None = None
+        """When the in-flight messages reached the bound (None: below it)."""
         self._wake: asyncio.Future[None] | None = None
         self.hold = NoHold()
         self.heartbeat = time.monotonic()
@@ -214,41 +218,56 @@ class AsyncLoop:
         consume, size, timeout = self._consumer.consume, self._size, self._timeout
         next_sweep = 0.0
         while not should_stop():
-            room = self._max - self._in_flight
-            self._pace(room)
+            if self._failed is not None:
+                raise FatalError(
+                    f"async loop failed: {self._failed!r}"
+                ) from self._failed
+            if self._finished:
+                self._settle()
+            asked = self._pace(self._max - self._in_flight)
             if not self._in_flight:
-                msgs = consume(size, timeout)
+                msgs = consume(size, timeout)  # nothing in flight to starve
+            elif asked:
+                msgs = consume(asked, 0)
             else:
-                msgs = consume(max(1, min(size, room)), 0)
+                msgs = consume(1, 0) if self._paused else []  # rebalances, polls
             if msgs:
                 self._dispatch(msgs)
                 await asyncio.sleep(0)  # the new handlers start
-            if self._finished:
-                self._settle()
             now = self.heartbeat = time.monotonic()
             if self._handling.budget_s and now >= next_sweep:
                 next_sweep = now + SWEEP_S
                 self._handling.sweep(now)
             tick()
-            if self._in_flight and len(msgs) < size:
-                await self._wait(timeout)
+            if self._in_flight and len(msgs) < max(1, asked):
+                await self._wait(timeout)  # caught up, or full: let handlers run
         await self._stop()
 
-    def _pace(self, room: int) -> None:
-        """Pause every assigned partition at the bound; resume at half of it."""
-        parts = list(self._assignment.values())
-        if not self._paused and room <= 0:
-            self._paused = True
-            if parts:
-                self._consumer.pause(parts)
-            self._m.async_pauses.inc()
-        elif self._paused and self._in_flight <= self._max // 2:
+    def _pace(self, room: int) -> int:
+        """How many messages to ask for. At the bound for a whole batch wait
+        (the handlers freed no room meanwhile) every assigned partition is paused;
+        it is resumed once half of the bound is free. A bound reached and freed
+        within a wait (a backlog's drain) pauses nothing: a pause drops what
+        librdkafka had fetched for the partitions, to be fetched again."""
+        if room <= 0:
+            now = time.monotonic()
+            if self._full_since is None:
+                self._full_since = now
+            elif now - self._full_since >= self._timeout and not self._paused:
+                self._paused = True
+                if self._assignment:
+                    self._consumer.pause(list(self._assignment.values()))
+                self._m.async_pauses.inc()
+            return 0
+        self._full_since = None
+        if self._paused and self._in_flight <= self._max // 2:
             self._paused = False
-            if parts:
-                self._consumer.resume(parts)
+            if self._assignment:
+                self._consumer.resume(list(self._assignment.values()))
+        return min(self._size, room)
 
     async def _wait(self, timeout: float) -> None:
-        """Until the timeout, or a handler finishing while paused."""
+        """Until the timeout, or (at the bound) a quarter of it finished."""
         loop = asyncio.get_running_loop()
         self._wake = wake = loop.create_future()
         timer = loop.call_later(timeout, _wake_up, wake)
@@ -273,9 +292,7 @@ class AsyncLoop:
             entry = track.add(m)
             self._in_flight += 1
             if ordering == "none":
-                task = create(self._handle(entry, track))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                self._watch(create(self._handle(entry, track)))
                 continue
             key = p if ordering == "partition" else (p, m.key())
             lane = lanes.get(key)
@@ -283,9 +300,20 @@ class AsyncLoop:
                 lane.append((entry, track))
                 continue
             lanes[key] = lane = deque(((entry, track),))
-            task = create(self._drain(key, lane))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._watch(create(self._drain(key, lane)))
+
+    def _watch(self, task: asyncio.Task[None]) -> None:
+        """Keep `task` referenced until it ends; a failure of the loop's own code
+        (a handler's exceptions are caught in `Handling`) stops the worker."""
+        self._tasks.add(task)
+        task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            self._failed = self._failed or exc
+            if self._wake is not None and not self._wake.done():
+                self._wake.set_result(None)
 
     async def _drain(self, key: Any, lane: deque[tuple[Entry, PartitionTrack]]) -> None:
         """Handle a lane's messages one after another (a revoked partition's are
@@ -305,8 +333,9 @@ class AsyncLoop:
         entry.done = True
         if track.live:
             self._finished += 1
-            if self._paused and self._wake is not None and not self._wake.done():
-                self._wake.set_result(None)
+            wake, full = self._wake, self._full_since is not None
+            if full and wake and not wake.done() and self._finished * 4 >= self._max:
+                wake.set_result(None)
 
     def _settle(self) -> None:
         self._finished = 0
