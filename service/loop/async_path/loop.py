@@ -215,7 +215,7 @@ class AsyncLoop:
     async def _main(
         self, should_stop: Callable[[], bool], tick: Callable[[], None]
     ) -> None:
-        consume, size, timeout = self._consumer.consume, self._size, self._timeout
+        consume, timeout = self._consumer.consume, self._timeout
         next_sweep = 0.0
         while not should_stop():
             if self._failed is not None:
@@ -225,8 +225,8 @@ class AsyncLoop:
             if self._finished:
                 self._settle()
             asked = self._pace(self._max - self._in_flight)
-            if not self._in_flight:
-                msgs = consume(size, timeout)  # nothing in flight to starve
+            if not self._in_flight:  # nothing in flight to starve: wait here
+                msgs = consume(asked, timeout)
             elif asked:
                 msgs = consume(asked, 0)
             else:
