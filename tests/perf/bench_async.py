@@ -65,6 +65,8 @@ from tests.perf.bench_support import (
 from tests.perf.bench_worker import DEFAULT_CODECS, _codecs
 
 HANDLER: Final = "tests.fixtures.handlers.async_orders:touch"
+SYNC_HANDLER: Final = "tests.fixtures.handlers.basics:nothing"
+"""`sync-worker`'s handler: reads the items too, awaits nothing."""
 CONTENDERS: Final = ("asyncio", "aio", "worker")
 _DONE, _STOP, _ASSIGNED = 0, 1, 2
 
@@ -144,6 +146,8 @@ class BareAsync(SpawnedLoop):
 def _contender(
     who: str, args: argparse.Namespace, bootstrap: str, topic: str, codec: str
 ) -> BareAsync | WorkerProcess:
+    if who == "sync-worker":
+        return WorkerProcess(bootstrap, topic, codec, None, "--logic", SYNC_HANDLER)
     if who == "worker":
         extra = [*("--logic", HANDLER, "--ordering", args.ordering)]
         extra += ["--max-in-flight", str(args.max_in_flight)]
@@ -157,12 +161,13 @@ def _contender(
 def _codec_drain(
     args: argparse.Namespace, bootstrap: str, codec: str
 ) -> dict[str, Any]:
-    runs: dict[str, list[dict[str, Any]]] = {who: [] for who in CONTENDERS}
+    runs: dict[str, list[dict[str, Any]]] = {who: [] for who in args.contenders}
     with ExitStack() as stack:
         topic = fresh_topic(stack, bootstrap, codec, args.partitions)
         fill = fill_topic(bootstrap, topic, codec, args.messages)
         for r in range(args.rounds):
-            order = CONTENDERS[r % 3 :] + CONTENDERS[: r % 3]
+            n = len(args.contenders)
+            order = args.contenders[r % n :] + args.contenders[: r % n]
             for who in order:
                 contender = _contender(who, args, bootstrap, topic, codec)
                 try:
@@ -185,6 +190,8 @@ def _codec_drain(
             "rounds": rounds,
         }
     for bare in ("asyncio", "aio"):
+        if bare not in runs or "worker" not in runs:
+            continue
         paired = [
             w["msgs_per_cpu_s"] / b["msgs_per_cpu_s"]
             for w, b in zip(runs["worker"], runs[bare], strict=True)
@@ -236,11 +243,12 @@ def measure(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
         "max_in_flight": args.max_in_flight,
         "ordering": args.ordering,
         "partitions": args.partitions,
+        "contenders": args.contenders,
     }
     if args.rate:
         res.update(mode="fixed-rate", rate=args.rate, duration=args.duration)
         res["codecs"] = {
-            c: {who: _fixed_once(args, bootstrap, c, who) for who in CONTENDERS}
+            c: {who: _fixed_once(args, bootstrap, c, who) for who in args.contenders}
             for c in args.codecs
         }
     else:
@@ -256,15 +264,14 @@ def show(res: dict[str, Any]) -> None:
             cells = [
                 f"{who} {row[who]['msgs_per_cpu_s']:,} msg/CPU-s "
                 f"({row[who]['msgs_per_wall_s']:,} msg/s)"
-                for who in CONTENDERS
+                for who in res["contenders"]
             ]
-            cells.append(f"worker/asyncio {row['worker_over_asyncio']}")
-            cells.append(f"worker/aio {row['worker_over_aio']}")
+            cells += [f"{k} {v}" for k, v in row.items() if k.startswith("worker_over")]
         else:
             cells = [
                 f"{who} {row[who]['cpu_pct']} % ({row[who]['cpu_us_per_msg']} us/msg"
                 f"{'' if row[who]['kept_up'] else ', BEHIND'})"
-                for who in CONTENDERS
+                for who in res["contenders"]
             ]
         print(f"{codec:22} " + "; ".join(cells))
     print(f"load average before: {res['load_average_before']}")
@@ -285,6 +292,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ordering", default="key")
     p.add_argument("--rate", type=float, default=0.0, help="fixed rate (0: drain)")
     p.add_argument("--duration", type=float, default=20.0)
+    p.add_argument(
+        "--contenders",
+        type=lambda t: tuple(t.split(",")),
+        default=CONTENDERS,
+        help="asyncio,aio,worker (and sync-worker: the sync handler "
+        f"{SYNC_HANDLER} in the worker)",
+    )
     p.add_argument("--json", action="store_true")
     return p
 
