@@ -8,6 +8,7 @@ from typing import Final
 
 from codec import REAL_CODECS
 from tests.faults import (
+    scenarios_async as async_handlers,
     scenarios_backlog as backlog,
     scenarios_broker as broker,
     scenarios_budget as budget,
@@ -82,6 +83,7 @@ ENTRIES: Final = (
     Entry("B1", budget.b1_shared_string_bomb, False),
     Entry("B2", budget.b2_message_budget, False),
     Entry("B3", budget.b3_backstop, False),
+    *(Entry(id_, run, False) for id_, run in async_handlers.SCENARIOS),
 )
 """The full set: every entry. The fast set (CI, `pytest tests/faults`): the
 per-commit layer of RELIABILITY 6.4 in short variants, about 4 minutes on 2
