@@ -108,8 +108,8 @@ class Metrics:
         ).labels(codec)
         self.async_pauses = Counter(
             "worker_async_pauses",
-            "Times an async handler's messages in flight reached max_in_flight and "
-            "the partitions were paused.",
+            "Times an async handler's messages in flight held max_in_flight for a "
+            "second and the partitions were paused.",
             registry=registry,
         )
         self.e2e_latency = _E2ELatency(registry, codec).child

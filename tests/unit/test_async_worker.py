@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from service.loop.async_path import loop as loop_module
 from service.loop.async_path.loop import AsyncLoop
 from service.loop.batch_loop import BatchLoop
 from tests.fakes import FakeMessage
@@ -120,7 +121,10 @@ class TestOrdering:
 class TestBound:
     """At max_in_flight every assigned partition is paused, and resumed later."""
 
-    def test_a_slow_handler_pauses_then_resumes(self) -> None:
+    def test_a_slow_handler_pauses_then_resumes(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(loop_module, "PAUSE_AFTER_S", 0.0)  # at once, here
         rig = Rig(logic=f"{__name__}:recorder", max_in_flight=4, ordering="partition")
         assert (
             run(rig, [[msg(i) for i in range(4)], [msg(i) for i in range(4, 6)]]) == 0
