@@ -184,7 +184,7 @@ def test_a_replay_the_codec_could_not_wholly_carry_is_said_in_its_sentence() -> 
 def test_the_handler_verdict_is_in_every_sentence_the_baseline_and_failed_rows_too() -> (
     None
 ):
-    dead = {"dead_lettered": 40, "processed": 40}
+    dead: dict[str, Any] = {"dead_lettered": 40, "processed": 40}
     r = _decided([result(BASE, 20.0), result("protobuf", 9.0, **dead)])
     verdicts = (
         (BASE, "works (50 messages)"),
