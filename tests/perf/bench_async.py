@@ -29,6 +29,11 @@ order events (`codec-loadgen --rate 0`), drained by each contender in turn
 CPU-second of the consuming process from its first message to its last
 (`tests.perf.bench_support.measure_drain`), and the wall rate.
 
+Event-loop mode (`--loops`): no Kafka. The worker's `AsyncLoop` drains
+`--messages` in-memory messages of each codec through the same handler, once on
+uvloop's loop and once on asyncio's, alternating for `--rounds`; the figure is CPU
+microseconds per message and the wall rate (the choice of `new_event_loop`).
+
 Fixed-rate mode (`--rate 20000`): per codec and contender, a fresh topic, the
 contender assigned first, then the load generator at the rate for `--duration`
 seconds; CPU % of a core over the load and whether it kept up (every message
@@ -39,6 +44,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import statistics
 import subprocess
 import sys
@@ -233,6 +240,96 @@ def _fixed_once(
     }
 
 
+# -- uvloop against asyncio's loop, in process -------------------------------------------
+
+
+class _MemoryConsumer:
+    """`consume()` hands out prepared messages; pause, resume and store do nothing."""
+
+    def __init__(self, msgs: list[Any]) -> None:
+        self._msgs, self._at = msgs, 0
+
+    def consume(self, n: int, timeout: float) -> list[Any]:
+        out = self._msgs[self._at : self._at + n]
+        self._at += len(out)
+        return out
+
+    def pause(self, partitions: list[Any]) -> None:
+        pass
+
+    resume = pause
+
+    def store_offsets(self, offsets: list[Any]) -> None:
+        pass
+
+
+def _loop_once(codec: str, count: int, kind: str) -> dict[str, float]:
+    import confluent_kafka
+    from prometheus_client import CollectorRegistry
+
+    from loadgen.payloads import make_payloads
+    from service.delivery.dead_letters import PoisonHandler
+    from service.loop.async_path.loop import AsyncLoop
+    from service.telemetry.metrics import Metrics
+    from tests.fixtures.handlers.async_orders import touch
+
+    c = get_codec(codec, PROFILE)  # type: ignore[arg-type]
+    values = [c.encode(c.from_builtins(p)) for p in make_payloads(PROFILE, 200)]
+    msgs = [
+        confluent_kafka.Message(
+            topic="in",
+            partition=i % 4,
+            offset=i // 4,
+            value=values[i % 200],
+            key=b"%d" % i,
+        )
+        for i in range(count)
+    ]
+    m = Metrics(CollectorRegistry(), codec=codec, schema=PROFILE)
+    loop = AsyncLoop(
+        _MemoryConsumer(msgs),  # type: ignore[arg-type]
+        codec=c,
+        step=touch,
+        metrics=m,
+        poison=PoisonHandler(m, codec=codec, group="g", dead_letters=None),
+        output=None,
+        max_payload_bytes=1 << 22,
+        batch_size=500,
+        batch_timeout_s=0.005,
+        max_in_flight=100,
+        ordering="key",
+        budget_s=5.0,
+        loop_kind=kind,
+    )
+    loop.assign([confluent_kafka.TopicPartition("in", p) for p in range(4)])
+    t0, c0 = time.perf_counter(), time.process_time()
+    loop.run(lambda: loop.processed >= count, lambda: None)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {
+        "cpu_us_per_msg": round(1e6 * cpu / count, 2),
+        "msgs_per_s": round(count / wall),
+    }
+
+
+def compare_loops(args: argparse.Namespace) -> dict[str, Any]:
+    """Each codec through `AsyncLoop` on uvloop and on asyncio, alternating."""
+    out: dict[str, Any] = {}
+    for codec in args.codecs:
+        runs: dict[str, list[dict[str, float]]] = {"uvloop": [], "asyncio": []}
+        for r in range(args.rounds):
+            for kind in ("uvloop", "asyncio") if r % 2 == 0 else ("asyncio", "uvloop"):
+                runs[kind].append(_loop_once(codec, args.messages, kind))
+        out[codec] = {
+            kind: {
+                k: statistics.median(run[k] for run in rs)
+                for k in ("cpu_us_per_msg", "msgs_per_s")
+            }
+            for kind, rs in runs.items()
+        }
+        log(f"{codec}: {out[codec]}")
+    return out
+
+
 # -- the command ----------------------------------------------------------------------------
 
 
@@ -245,7 +342,10 @@ def measure(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
         "partitions": args.partitions,
         "contenders": args.contenders,
     }
-    if args.rate:
+    if args.loops:
+        res.update(mode="loops", messages=args.messages, rounds=args.rounds)
+        res["codecs"] = compare_loops(args)
+    elif args.rate:
         res.update(mode="fixed-rate", rate=args.rate, duration=args.duration)
         res["codecs"] = {
             c: {who: _fixed_once(args, bootstrap, c, who) for who in args.contenders}
@@ -260,7 +360,13 @@ def measure(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
 def show(res: dict[str, Any]) -> None:
     print(f"{res['mode']}: {res['handler']}, max in flight {res['max_in_flight']}")
     for codec, row in res["codecs"].items():
-        if res["mode"] == "drain":
+        if res["mode"] == "loops":
+            cells = [
+                f"{kind} {row[kind]['cpu_us_per_msg']:.1f} us/msg "
+                f"({row[kind]['msgs_per_s']:,.0f} msg/s)"
+                for kind in ("uvloop", "asyncio")
+            ]
+        elif res["mode"] == "drain":
             cells = [
                 f"{who} {row[who]['msgs_per_cpu_s']:,} msg/CPU-s "
                 f"({row[who]['msgs_per_wall_s']:,} msg/s)"
@@ -299,12 +405,22 @@ def parser() -> argparse.ArgumentParser:
         help="asyncio,aio,worker (and sync-worker: the sync handler "
         f"{SYNC_HANDLER} in the worker)",
     )
+    p.add_argument(
+        "--loops",
+        action="store_true",
+        help="no Kafka: the async loop on uvloop against asyncio's loop",
+    )
     p.add_argument("--json", action="store_true")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.loops:  # no broker to start
+        res = measure(args, "")
+        res["load_average_before"] = [round(x, 2) for x in os.getloadavg()]
+        print(json.dumps(res)) if args.json else show(res)
+        return 0
     return run_bench(args, lambda bootstrap: measure(args, bootstrap), show)
 
 
