@@ -1,11 +1,11 @@
 """The async path's event loop, and the CPU an awaited handler spends in its own steps.
 
 `new_event_loop` makes uvloop's loop where uvloop is installed (a dependency of the
-worker), else asyncio's own. Measured with `make bench-async` on this project's
-2-core machine (docs/benchmarks.md, "Async handlers"): uvloop ran the same async
-handler's drain with less CPU per message than asyncio's default loop, so it is
-the default; `CODEC_EVENT_LOOP=asyncio` in the environment of the benchmark (not the
-worker) compares the two.
+worker), else asyncio's own. Measured with `make bench-async BENCH_ARGS=--loops`
+(the worker's async loop draining the same in-memory messages through the same
+1 ms handler on each loop, alternating; docs/benchmarks.md, "Async handlers"),
+uvloop's took less CPU per message and ran faster on every codec tried, so it is
+the one the worker uses.
 
 `CpuTimed` awaits a handler's awaitable step by step and adds up the thread's CPU
 time inside those steps only: the handler's own CPU, without the time it spent
