@@ -20,9 +20,10 @@ seek from another thread). Each round:
 4. wait up to the batch wait for the handlers (woken early when paused).
 
 **Bounded.** Messages in flight (consumed, not released) never pass `max_in_flight`:
-`consume()` asks for the room left, and at the bound for nothing. Held at the bound
-for `PAUSE_AFTER_S`, every assigned partition is paused (librdkafka drops what it
-had fetched for them) and resumed once half of the bound is free; while paused,
+`consume()` asks for the room left, and at the bound for nothing. Behind the input
+(no `consume()` came back short) and at the bound, for `PAUSE_AFTER_S`, every
+assigned partition is paused (librdkafka drops what it had fetched for them) and
+resumed once half of the bound is free; while paused,
 `consume()` is called each round, so rebalances and `max.poll.interval.ms` are
 served while handlers wait.
 
@@ -76,12 +77,13 @@ Ordering = str
 """`partition`, `key` or `none` (`ProcessingSettings.ordering`)."""
 
 PAUSE_AFTER_S = 1.0
-"""How long the bound must hold before the partitions are paused. A pause drops
-what librdkafka had fetched for them, fetched again at the resume: pausing as soon
-as the bound is reached made a worker whose in-flight messages hover at the bound
-(100 awaiting 0.1 s each at 1,000 msg/s) pause 145 times in 2.5 minutes and fall
-to 130 msg/s. Meanwhile nothing is consumed, so librdkafka's prefetch queue
-(`queued_max_messages_kbytes`) is the most that waits."""
+"""How long the worker must stay behind its input before the partitions are
+paused. A pause drops what librdkafka had fetched for them, fetched again at the
+resume: pausing as soon as the bound was reached made a worker whose in-flight
+messages hovered at the bound (100 awaiting 0.1 s each at 1,000 msg/s) pause 145
+times in 2.5 minutes and fall to 130 msg/s. Meanwhile nothing more is consumed
+than the bound allows, so librdkafka's prefetch queue (`queued_max_messages_kbytes`)
+is the most that waits."""
 
 
 class NoHold:
@@ -181,8 +183,10 @@ class AsyncLoop:
         self._paused = False
         self._failed: BaseException | None = None
         """What a lane's or a message's task raised (a defect: `_ended`)."""
-        self._full_since: float | None = None
-        """When the in-flight messages reached the bound (None: below it)."""
+        self._at_bound = False
+        """The in-flight messages were at the bound this round."""
+        self._behind_since: float | None = None
+        """Since when every `consume()` filled the room it asked for."""
         self._wake: asyncio.Future[None] | None = None
         self.hold = NoHold()
         self.heartbeat = time.monotonic()
@@ -240,6 +244,8 @@ class AsyncLoop:
                 msgs = consume(asked, 0)
             else:
                 msgs = consume(1, 0) if self._paused else []  # rebalances, polls
+            if asked and len(msgs) < asked:
+                self._behind_since = None  # caught up with the input
             if msgs:
                 self._dispatch(msgs)
                 await asyncio.sleep(0)  # the new handlers start
@@ -253,22 +259,25 @@ class AsyncLoop:
         await self._stop()
 
     def _pace(self, room: int) -> int:
-        """How many messages to ask for. At the bound, none; held there for
-        `PAUSE_AFTER_S` (the handlers are slower than the input), every assigned
-        partition is paused, and resumed once half of the bound is free."""
+        """How many messages to ask for: the room left. Behind the input (every
+        `consume()` since `_behind_since` filled the room it asked for, none came
+        back short) and at the bound, for `PAUSE_AFTER_S`: the handlers are slower
+        than the input, and every assigned partition is paused; resumed once half
+        of the bound is free."""
+        self._at_bound = room <= 0
+        now = time.monotonic()
+        if self._behind_since is None:
+            self._behind_since = now
         if room <= 0:
-            now = time.monotonic()
-            if self._full_since is None:
-                self._full_since = now
-            elif now - self._full_since >= PAUSE_AFTER_S and not self._paused:
+            if now - self._behind_since >= PAUSE_AFTER_S and not self._paused:
                 self._paused = True
                 if self._assignment:
                     self._consumer.pause(list(self._assignment.values()))
                 self._m.async_pauses.inc()
             return 0
-        self._full_since = None
         if self._paused and self._in_flight <= self._max // 2:
             self._paused = False
+            self._behind_since = None
             if self._assignment:
                 self._consumer.resume(list(self._assignment.values()))
         return min(self._size, room)
@@ -340,7 +349,7 @@ class AsyncLoop:
         entry.done = True
         if track.live:
             self._finished += 1
-            wake, full = self._wake, self._full_since is not None
+            wake, full = self._wake, self._at_bound
             if full and wake and not wake.done() and self._finished * 4 >= self._max:
                 wake.set_result(None)
 
