@@ -11,7 +11,7 @@ asks the worker to move to the event loop after the batch (`async_loop_for`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 import structlog
@@ -63,38 +63,70 @@ class LoopChoice:
     def build(
         self, consumer: WorkerConsumer, writes: BatchWrites, shadow: BatchHook | None
     ) -> BatchLoop | AsyncLoop:
-        """The loop to start with (`writes` made with `writes_consumer`)."""
+        """The loop to start with (`writes` made with `writes_consumer`); a probed
+        handler's first answer rebinds the batch loop or sets `moved`."""
         self._writes = writes
         if self.handler.awaits:
             return self.async_loop(consumer)
-        return sync_loop(
-            self._s,
+        s, p, handler = self._s, self._s.processing, self.handler
+        loop = BatchLoop(
             consumer,
-            self._codec,
-            self.handler,
-            self._metrics,
-            writes,
-            shadow,
-            self.moved.set,
+            codec=self._codec,
+            step=handler.step,
+            results=handler.results,
+            transactions=writes.transactions,
+            metrics=self._metrics,
+            poison=writes.poison,
+            output=writes.output,
+            max_payload_bytes=s.codec.max_payload_bytes,
+            batch_size=p.batch_size,
+            batch_max_bytes=p.batch_max_bytes,
+            batch_timeout_s=p.batch_timeout_ms / 1000.0,
+            store_interval_s=p.offset_store_interval_ms / 1000.0,
+            latency_sample_every=s.metrics.latency_sample_every,
+            shadow=shadow,
+            max_attempts=p.max_attempts,
+            retry_backoff_ms=p.retry_backoff_ms,
+            message_budget=s.message_budget(),
         )
+        if handler.probe is not None:
+            handler.probe.on_sync = loop._path.rebind
+            handler.probe.on_async = self.moved.set
+        return loop
 
     def async_loop(
         self, consumer: WorkerConsumer, assigned: Iterable[int] = ()
     ) -> AsyncLoop:
-        """The event loop for the handler, with the partitions held `assigned`."""
-        assert self._writes is not None and self._positions is not None  # noqa: S101
-        topic = self._s.consumer.topic
-        held = [TopicPartition(topic, p) for p in sorted(assigned)]
-        return async_loop_for(
-            self._s,
+        """The event loop for the handler, with the partitions held `assigned`
+        (when the worker moves from the batch loop)."""
+        writes, positions = self._writes, self._positions
+        assert writes is not None and positions is not None  # noqa: S101
+        s, p, handler = self._s, self._s.processing, self.handler
+        step = handler.step if handler.probe is None else handler.probe.handler
+        assert step is not None  # noqa: S101 (a team's handler always has a step)
+        loop = AsyncLoop(
             consumer,
-            self._codec,
-            self.handler,
-            self._metrics,
-            self._writes,
-            self._positions,
-            held,
+            codec=self._codec,
+            step=step,
+            metrics=self._metrics,
+            poison=writes.poison,
+            output=writes.output,
+            max_payload_bytes=s.codec.max_payload_bytes,
+            batch_size=p.batch_size,
+            batch_timeout_s=p.batch_timeout_ms / 1000.0,
+            max_in_flight=p.max_in_flight,
+            ordering=p.ordering,
+            max_attempts=p.max_attempts,
+            retry_backoff_ms=p.retry_backoff_ms,
+            transactions=writes.transactions,
+            positions=positions,
+            latency_sample_every=s.metrics.latency_sample_every,
+            budget_s=p.message_budget_ms / 1000.0,
+            grace_s=p.shutdown_timeout_s * GRACE_SHARE,
         )
+        topic = s.consumer.topic
+        loop.assign([TopicPartition(topic, n) for n in sorted(assigned)])
+        return loop
 
     def run(
         self,
@@ -116,80 +148,3 @@ class LoopChoice:
             self.handler.probe.close()
         log.info("async_handler_found", handler=self._s.processing.logic)
         move().run(should_stop, tick)
-
-
-def sync_loop(
-    s: Settings,
-    consumer: WorkerConsumer,
-    codec: Codec[Any],
-    handler: Handler,
-    metrics: Metrics,
-    writes: BatchWrites,
-    shadow: BatchHook | None,
-    moved: Callable[[], None],
-) -> BatchLoop:
-    """The batch loop; a probed handler's answer rebinds it or calls `moved`."""
-    p = s.processing
-    loop = BatchLoop(
-        consumer,
-        codec=codec,
-        step=handler.step,
-        results=handler.results,
-        transactions=writes.transactions,
-        metrics=metrics,
-        poison=writes.poison,
-        output=writes.output,
-        max_payload_bytes=s.codec.max_payload_bytes,
-        batch_size=p.batch_size,
-        batch_max_bytes=p.batch_max_bytes,
-        batch_timeout_s=p.batch_timeout_ms / 1000.0,
-        store_interval_s=p.offset_store_interval_ms / 1000.0,
-        latency_sample_every=s.metrics.latency_sample_every,
-        shadow=shadow,
-        max_attempts=p.max_attempts,
-        retry_backoff_ms=p.retry_backoff_ms,
-        message_budget=s.message_budget(),
-    )
-    if handler.probe is not None:
-        handler.probe.on_sync = loop._path.rebind
-        handler.probe.on_async = moved
-    return loop
-
-
-def async_loop_for(
-    s: Settings,
-    consumer: WorkerConsumer,
-    codec: Codec[Any],
-    handler: Handler,
-    metrics: Metrics,
-    writes: BatchWrites,
-    positions: ReleasedPositions,
-    assigned: Sequence[Any] = (),
-) -> AsyncLoop:
-    """The event loop for an async handler (`assigned`: the partitions the consumer
-    holds already, when the worker moves from the batch loop)."""
-    p = s.processing
-    step = handler.step if handler.probe is None else handler.probe.handler
-    assert step is not None  # noqa: S101 (a team's handler always has a step)
-    loop = AsyncLoop(
-        consumer,
-        codec=codec,
-        step=step,
-        metrics=metrics,
-        poison=writes.poison,
-        output=writes.output,
-        max_payload_bytes=s.codec.max_payload_bytes,
-        batch_size=p.batch_size,
-        batch_timeout_s=p.batch_timeout_ms / 1000.0,
-        max_in_flight=p.max_in_flight,
-        ordering=p.ordering,
-        max_attempts=p.max_attempts,
-        retry_backoff_ms=p.retry_backoff_ms,
-        transactions=writes.transactions,
-        positions=positions,
-        latency_sample_every=s.metrics.latency_sample_every,
-        budget_s=p.message_budget_ms / 1000.0,
-        grace_s=p.shutdown_timeout_s * GRACE_SHARE,
-    )
-    loop.assign(assigned)
-    return loop
