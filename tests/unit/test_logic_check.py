@@ -184,6 +184,20 @@ class TestAbReport:
         )
         assert "| msgspec-json | 12.00 | 3.00 | 6.00 | 3.00 | - | fails: " in text
         assert "x \\| y" in text  # a verdict's pipe does not break the table
+        awaited = [
+            msgspec.structs.replace(r, handle_us=r.handle_us, handle_cpu_us=2.0)
+            for r in results
+        ]
+        split = tables.markdown(
+            Report(
+                plan=plan,
+                environment=report.environment,
+                results=awaited,
+                summary=tables.aggregate(awaited, []),
+            )
+        )
+        # An async handler: its CPU is the split's, the rest of its wall time waited.
+        assert "| msgspec-json | 12.00 | 3.00 | 2.00 | 7.00 | 4.00 | fails: " in split
         assert "50 synthetic messages" in text
         replayed = Report(
             plan=msgspec.structs.replace(plan, replay="traffic.rec"),
