@@ -97,8 +97,8 @@ def a1_kill(guarantee: str) -> Scenario:
     def scenario(env: Env) -> Outcome:
         outcome = Outcome(
             f"A1 {guarantee}",
-            f"Async handler, {MAX_IN_FLIGHT} in flight: SIGKILL mid-flight, restart "
-            f"(x2), {guarantee}; its SQLite store holds every input",
+            f"Async handler, 100 in flight (bound {MAX_IN_FLIGHT}): SIGKILL "
+            f"mid-flight, restart (x2), {guarantee}; its SQLite store holds every input",
         )
         db = env.root / f"a1-{uuid.uuid4().hex[:6]}.sqlite"
         store = {"ASYNC_STORE_DB": str(db), "ASYNC_AWAIT_S": "0.1"}
