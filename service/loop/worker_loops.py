@@ -51,6 +51,7 @@ class LoopChoice:
         """Set when a probed handler turned out async."""
         self._positions: ReleasedPositions | None = None
         self._writes: BatchWrites | None = None
+        self._shadow: BatchHook | None = None
 
     def writes_consumer(self, consumer: WorkerConsumer) -> WorkerConsumer:
         """The consumer the writes see: a team's handler may turn out async, and
@@ -65,7 +66,7 @@ class LoopChoice:
     ) -> BatchLoop | AsyncLoop:
         """The loop to start with (`writes` made with `writes_consumer`); a probed
         handler's first answer rebinds the batch loop or sets `moved`."""
-        self._writes = writes
+        self._writes, self._shadow = writes, shadow
         if self.handler.awaits:
             return self.async_loop(consumer)
         s, p, handler = self._s, self._s.processing, self.handler
@@ -123,6 +124,7 @@ class LoopChoice:
             latency_sample_every=s.metrics.latency_sample_every,
             budget_s=p.message_budget_ms / 1000.0,
             grace_s=p.shutdown_timeout_s * GRACE_SHARE,
+            shadow=self._shadow,
         )
         topic = s.consumer.topic
         loop.assign([TopicPartition(topic, n) for n in sorted(assigned)])

@@ -175,3 +175,38 @@ class TestProbe:
         assert probe(1) == 1 and probe(2) == 2
         assert moved == [True] and probe.kind == "async"
         probe.close()
+
+
+class TestShadowHook:
+    """The shadow decode sees each release's messages, once stored."""
+
+    def test_released_messages_go_to_the_shadow(self) -> None:
+        from prometheus_client import CollectorRegistry
+
+        from codec import get_codec
+        from service.delivery.dead_letters import PoisonHandler
+        from service.loop.async_path.loop import AsyncLoop
+        from service.telemetry.metrics import Metrics
+        from tests.unit.test_app import msg
+
+        seen: list[int] = []
+        stop: list[bool] = []
+        consumer = FakeConsumer(batches=[[msg(i) for i in range(5)]])
+        metrics = Metrics(CollectorRegistry(), codec="msgspec-msgpack", schema="medium")
+        loop = AsyncLoop(
+            consumer,
+            codec=get_codec("msgspec-msgpack", "medium"),
+            step=_async,
+            metrics=metrics,
+            poison=PoisonHandler(metrics, codec="x", group="g", dead_letters=None),
+            output=None,
+            max_payload_bytes=1 << 20,
+            batch_size=10,
+            batch_timeout_s=0.001,
+            max_in_flight=10,
+            shadow=lambda ms: seen.extend(int(m.offset() or 0) for m in ms),
+        )
+        consumer.on_drained = lambda: stop.append(loop.processed == 5)
+        loop.run(lambda: any(stop), lambda: None)
+        assert seen == [0, 1, 2, 3, 4]
+        assert consumer.stored == [[("in", 0, 5)]]

@@ -116,6 +116,7 @@ class AsyncLoop:
         budget_s: the per-message budget (0: none).
         grace_s: how long a stop waits for the handlers in flight.
         loop_kind: `uvloop` or `asyncio`.
+        shadow: the shadow decode's hook, called with each release's messages.
     """
 
     def __init__(
@@ -140,6 +141,7 @@ class AsyncLoop:
         budget_s: float = 0.0,
         grace_s: float = 5.0,
         loop_kind: str = "uvloop",
+        shadow: Callable[[Sequence[KafkaMessage]], None] | None = None,
     ) -> None:
         self._consumer = consumer
         self._m = metrics
@@ -166,7 +168,9 @@ class AsyncLoop:
             positions=positions,
             latency_sample_every=latency_sample_every,
             clock_ns=clock_ns,
+            shadow=shadow,
         )
+        self._shadow = shadow
         self._size = batch_size
         self._timeout = batch_timeout_s
         self._max = max_in_flight
@@ -249,6 +253,8 @@ class AsyncLoop:
             if msgs:
                 self._dispatch(msgs)
                 await asyncio.sleep(0)  # the new handlers start
+            elif self._shadow is not None:
+                self._shadow(())  # idle: its samples' delivery reports are served
             now = self.heartbeat = time.monotonic()
             if self._handling.budget_s and now >= next_sweep:
                 next_sweep = now + SWEEP_S
@@ -305,6 +311,7 @@ class AsyncLoop:
             track = tracks.get(p)
             if track is None:
                 track = tracks[p] = PartitionTrack()
+                self._topic = m.topic() or self._topic  # where its offsets go
             entry = track.add(m)
             self._in_flight += 1
             if ordering == "none":

@@ -14,7 +14,7 @@ handles the messages again. The metrics are updated once per release.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from time import time_ns
 from typing import Any
 
@@ -28,7 +28,7 @@ from service.delivery.gated_writes import ConfirmedProducer
 from service.delivery.outputs import emitter
 from service.delivery.transactions import NoTransactions, Transactions
 from service.kafka.headers import sent_ages
-from service.kafka.protocols import WorkerConsumer
+from service.kafka.protocols import KafkaMessage, WorkerConsumer
 from service.loop.async_path.handling import Handling
 from service.loop.async_path.inflight import Entry, PartitionTrack, ReleasedPositions
 from service.telemetry.metrics import Metrics
@@ -50,6 +50,8 @@ class Release:
         positions: what exactly-once's transactions read the offsets from.
         latency_sample_every: time the end-to-end latency of every k-th message.
         clock_ns: the clock's own cost, taken off each timed sample.
+        shadow: called with the released messages once stored (the shadow
+            decode, `service.shadow.sampler`); None for none.
     """
 
     def __init__(
@@ -65,6 +67,7 @@ class Release:
         positions: ReleasedPositions | None,
         latency_sample_every: int,
         clock_ns: int,
+        shadow: Callable[[Sequence[KafkaMessage]], None] | None = None,
     ) -> None:
         self._consumer = consumer
         self._codec = codec.name
@@ -78,6 +81,7 @@ class Release:
         self._every = latency_sample_every
         self._phase = 0
         self._clock_ns = clock_ns
+        self._shadow = shadow
         self.processed = 0
 
     def settle(self, tracks: Mapping[int, PartitionTrack], topic: str) -> int:
@@ -113,6 +117,8 @@ class Release:
             offsets.append(TopicPartition(topic, p, offset))
         self._store(offsets)
         self._observe(entries)
+        if self._shadow is not None:  # the released messages, as the sync loop's batch
+            self._shadow([e.message for e in entries])
         return len(entries)
 
     def _write(self, ready: list[tuple[int, PartitionTrack, int]]) -> None:
