@@ -226,7 +226,11 @@ class AsyncLoop:
         loop = new_event_loop(self._loop_kind)
         try:
             loop.run_until_complete(self._main(should_stop, tick))
-        finally:
+        finally:  # a failure: the handlers still in flight are cancelled, unstored
+            if left := list(self._tasks):
+                for task in left:
+                    task.cancel()
+                loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
             loop.close()
 
     async def _main(
