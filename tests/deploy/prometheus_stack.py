@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Final, TypeVar
+from typing import IO, Any, Final, Protocol, TypeVar
 
 import pytest
 import yaml
@@ -231,7 +231,16 @@ def substitute(text: str, values: Mapping[str, str]) -> str:
     )
 
 
-def resolve_variables(stack: Stack, dashboard: Mapping[str, Any]) -> dict[str, str]:
+class PrometheusAt(Protocol):
+    """Anything that names a Prometheus server's base URL (a `Stack`, the compose stack)."""
+
+    @property
+    def prometheus(self) -> str: ...
+
+
+def resolve_variables(
+    stack: PrometheusAt, dashboard: Mapping[str, Any]
+) -> dict[str, str]:
     """Each query variable set to All of its values, found as Grafana finds them."""
     values: dict[str, str] = {}
     for var in template_variables(dashboard):
