@@ -4,6 +4,7 @@
 # `make down` call it; so does the stack test (tests/deploy/stack).
 #
 #   deploy/compose.sh engine           print `docker` or `podman`
+#   deploy/compose.sh image            print the image the Dockerfile is built as
 #   deploy/compose.sh build            build the codec-ab image (health check kept)
 #   deploy/compose.sh up [-d]          build, then start in order (attached without -d)
 #   deploy/compose.sh up --no-build -d start in order, building nothing
@@ -31,9 +32,15 @@ root="$(dirname "$here")"
 compose_file="$root/docker-compose.yml"
 project="${COMPOSE_PROJECT_NAME:-codec-ab}"
 grace=30  # stop_grace_period of the workers in docker-compose.yml
-order=(kafka topics "worker-a worker-b prometheus grafana" "loadgen-a loadgen-b")
+order=(kafka topics "worker-a worker-b prometheus" grafana "loadgen-a loadgen-b")
 
-die() { printf 'compose.sh: %s\n' "$*" >&2; exit 2; }
+steps="$(mktemp)"
+trap 'rm -f "$steps"' EXIT
+die() {
+  [ ! -s "$steps" ] || tail -n 20 "$steps" >&2
+  printf 'compose.sh: %s\n' "$*" >&2
+  exit 2
+}
 
 engine() {
   case "${COMPOSE_ENGINE:-}" in
@@ -126,8 +133,10 @@ up_podman() {
     services=()
     for arg in $step; do [[ "$wanted" == *" $arg "* ]] && services+=("$arg"); done
     [ "${#services[@]}" -gt 0 ] || continue
-    # podman-compose reports no failure in its exit status: each step is checked.
-    compose up -d --no-build "${services[@]}" >/dev/null
+    # podman-compose reports no failure in its exit status: each step is checked, and
+    # its output (with podman's notes that no systemd runs the health checks: the
+    # stack test runs them itself) is shown only then.
+    compose up -d --no-build "${services[@]}" >"$steps" 2>&1
     if [ "$step" = topics ]; then
       topics="$(ids topics)"
       [ -n "$topics" ] || die "topics: not created (podman-compose -p $project logs topics)"
@@ -150,13 +159,13 @@ down() {
     # Anonymous volumes (Prometheus's /prometheus) are dropped with their containers.
     volumes="$("$ENGINE" inspect --format '{{range .Mounts}}{{if eq .Type "volume"}}{{.Name}} {{end}}{{end}}' $containers)"
     # shellcheck disable=SC2086 # ids are words
-    "$ENGINE" stop -t "$grace" $containers >/dev/null
+    "$ENGINE" stop -t "$grace" $containers >"$steps" 2>&1 || die "stop failed"
   fi
   local out
   out="$(compose down -v 2>&1)" || { printf '%s\n' "$out" >&2; return 1; }
   containers="$(ids)"
   # shellcheck disable=SC2086
-  [ -z "$containers" ] || "$ENGINE" rm -f -v $containers >/dev/null
+  [ -z "$containers" ] || "$ENGINE" rm -f -v $containers >"$steps" 2>&1 || die "rm failed"
   networks="$("$ENGINE" network ls -q --filter "label=com.docker.compose.project=$project")"
   # shellcheck disable=SC2086
   [ -z "$networks" ] || "$ENGINE" network rm $networks >/dev/null
@@ -172,6 +181,7 @@ command="$1"
 shift
 case "$command" in
   engine) echo "$ENGINE" ;;
+  image) app_image ;;
   cli) "$ENGINE" "$@" ;;
   build) build ;;
   up)

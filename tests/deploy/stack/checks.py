@@ -37,7 +37,9 @@ class LoadgenSummary:
 
 
 _RUN: Final = re.compile(r"^run (\S+): ", re.MULTILINE)
-_COUNTS: Final = re.compile(r"^\s+sent\s+([\d,]+)\s+acked\s+([\d,]+)\s+failed\s+([\d,]+)", re.M)
+_COUNTS: Final = re.compile(
+    r"^\s+sent\s+([\d,]+)\s+acked\s+([\d,]+)\s+failed\s+([\d,]+)", re.M
+)
 
 
 def parse_loadgen_summary(output: str) -> LoadgenSummary | None:
@@ -108,8 +110,11 @@ def judge_side(rb: SideReadBack) -> Check:
 def judge_targets(targets: Iterable[Mapping[str, str]], expected: int) -> Check:
     """`targets`: Prometheus has `expected` active targets and all are up."""
     found = list(targets)
-    down = [f"{t['job']} {t['instance']}: {t['health']} {t.get('error', '')}".rstrip()
-            for t in found if t["health"] != "up"]
+    down = [
+        f"{t['job']} {t['instance']}: {t['health']} {t.get('error', '')}".rstrip()
+        for t in found
+        if t["health"] != "up"
+    ]
     problems = list(down)
     if len(found) != expected:
         problems.append(f"{len(found)} active targets, expected {expected}")
@@ -202,24 +207,35 @@ def judge_down(left: Leftovers) -> Check:
         )
         if items
     ]
-    return Check("down", not problems, "nothing left" if not problems else "left over",
-                 tuple(problems))
+    return Check(
+        "down",
+        not problems,
+        "nothing left" if not problems else "left over",
+        tuple(problems),
+    )
 
 
 VERDICTS: Final = frozenset({"better", "worse", "no detectable difference"})
 
 
-def judge_staging(status: int, ratios: Iterable[Mapping[str, object]], err: str) -> Check:
+def _num(value: object) -> str:
+    return "?" if value is None else f"{float(str(value)):.3f}"
+
+
+def judge_staging(
+    status: int, ratios: Iterable[Mapping[str, object]], err: str
+) -> Check:
     """`staging`: `codec-ab staging` exits 0 with a verdict on CPU us/msg B/A."""
     cpu = [r for r in ratios if r.get("figure") == "cpu_us_per_msg"]
     if status != 0 or len(cpu) != 1:
         tail = err.strip().splitlines()[-1:] or ["no report"]
         return Check("staging", False, f"exit {status}", (tail[0],))
     r = cpu[0]
-    verdict = str(r.get("verdict"))
+    verdict = r.get("verdict")
     detail = (
-        f"CPU us/msg B/A {float(str(r['ratio'])):.3f} "
-        f"[{float(str(r['low'])):.3f}, {float(str(r['high'])):.3f}]: {verdict}"
+        f"CPU us/msg B/A {_num(r.get('ratio'))} "
+        f"[{_num(r.get('low'))}, {_num(r.get('high'))}]: {verdict}"
     )
     ok = verdict in VERDICTS
-    return Check("staging", ok, detail, () if ok else (f"verdict {verdict!r}",))
+    why = () if ok else (f"no verdict: {r.get('why') or verdict}",)
+    return Check("staging", ok, detail, why)

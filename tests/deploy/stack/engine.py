@@ -82,8 +82,11 @@ class Engine:
             for k, v in os.environ.items()
             if not k.startswith(("PYTHON", "VIRTUAL_ENV"))
         }
-        return base | dict(self.env) | {"COMPOSE_PROJECT_NAME": self.project} | (
-            dict(extra) if extra else {}
+        return (
+            base
+            | dict(self.env)
+            | {"COMPOSE_PROJECT_NAME": self.project}
+            | (dict(extra) if extra else {})
         )
 
     def _run(
@@ -95,7 +98,7 @@ class Engine:
         extra: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         try:
-            done = subprocess.run(  # noqa: S603 (the project's own script)
+            done = subprocess.run(
                 list(argv),
                 capture_output=True,
                 text=True,
@@ -105,7 +108,9 @@ class Engine:
                 check=False,
             )
         except subprocess.TimeoutExpired as exc:
-            raise EngineError(f"{' '.join(argv[:4])}: no answer in {timeout:.0f} s") from exc
+            raise EngineError(
+                f"{' '.join(argv[:4])}: no answer in {timeout:.0f} s"
+            ) from exc
         if check and done.returncode != 0:
             tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-25:])
             raise EngineError(f"{' '.join(argv[:5])} exited {done.returncode}:\n{tail}")
@@ -137,7 +142,9 @@ class Engine:
 
     def image_labels(self, image: str) -> dict[str, str]:
         """The image's labels ({} when it has none)."""
-        done = self.cli("image", "inspect", "--format", "{{json .Config.Labels}}", image)
+        done = self.cli(
+            "image", "inspect", "--format", "{{json .Config.Labels}}", image
+        )
         return json.loads(done.stdout or "null") or {}
 
     def image_healthcheck(self, image: str) -> list[str]:

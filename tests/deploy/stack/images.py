@@ -87,7 +87,7 @@ def _kafka_jars(context: Path, image: str) -> None:
         ["-f", str(pom), "dependency:copy-dependencies", "-DincludeScope=runtime"],
         ["dependency:copy", f"-Dartifact=org.apache.kafka:kafka-tools:{version}"],
     ):
-        done = subprocess.run(  # noqa: S603 (Maven, the project's own pom)
+        done = subprocess.run(
             [*NICE, *maven, *goal, f"-DoutputDirectory={libs}"],
             capture_output=True,
             text=True,
@@ -126,7 +126,7 @@ def _base(engine: Engine, log: Callable[[str], None]) -> None:
         return
     log(f"building {BASE} with debootstrap (Debian's packages; a few minutes)")
     script = STANDINS / "debian-base.sh"
-    done = subprocess.run(  # noqa: S603 (the project's own script)
+    done = subprocess.run(
         [*NICE, "bash", str(script), engine.name, BASE],
         capture_output=True,
         text=True,

@@ -91,7 +91,9 @@ class Prometheus:
         for path, dash in dashboards:
             values = resolve_variables(self, dash)
             for title, expr in panel_queries(dash):
-                answers[f"{path.name}: {title}"] = self.answers(substitute(expr, values))
+                answers[f"{path.name}: {title}"] = self.answers(
+                    substitute(expr, values)
+                )
         return answers
 
 
@@ -106,9 +108,9 @@ def declared_health() -> list[Declared]:
     one_shot = {
         name
         for svc in services.values()
-        for name, dep in (svc.get("depends_on") or {}).items()
-        if isinstance(svc.get("depends_on"), dict)
-        and dep.get("condition") == "service_completed_successfully"
+        if isinstance(depends := svc.get("depends_on"), dict)
+        for name, dep in depends.items()
+        if dep.get("condition") == "service_completed_successfully"
     }
     declared = []
     for name, svc in services.items():
@@ -165,7 +167,9 @@ def grafana_provisioning(engine: Engine, grafana_running: bool) -> Check:
     if paths != {mounts.get("./deploy/grafana/dashboards")}:
         problems.append(f"dashboard provider paths {sorted(paths)} != the mount")
     ran = "Grafana ran" if grafana_running else "Grafana not run (no image)"
-    detail = f"datasource {source['url']} answers in-network, provider path mounted; {ran}"
+    detail = (
+        f"datasource {source['url']} answers in-network, provider path mounted; {ran}"
+    )
     return Check("grafana", not problems, detail, tuple(problems))
 
 
@@ -177,7 +181,7 @@ def staging_report(
         argv = [sys.executable, "-m", "abrunner", "staging", "--prometheus", prometheus]
         argv += ["--start", f"{start:.3f}", "--end", f"{end:.3f}"]
         argv += ["--slice", f"{slice_s}s", "--out", out]
-        done = subprocess.run(  # noqa: S603 (the project's own command)
+        done = subprocess.run(
             argv, capture_output=True, text=True, timeout=300, check=False
         )
         report = Path(out) / "report.json"

@@ -61,7 +61,9 @@ def log_sizes(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
     try:
         meta = consumer.list_topics(topic, timeout=_TIMEOUT_S).topics[topic]
         return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=_TIMEOUT_S)
+            p: consumer.get_watermark_offsets(
+                TopicPartition(topic, p), timeout=_TIMEOUT_S
+            )
             for p in meta.partitions
         }
     finally:
@@ -154,7 +156,11 @@ def skip_ahead(bootstrap: str, side: Side, count: int) -> int:
     """
     sizes = log_sizes(bootstrap, side.topic)
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": side.group, "enable.auto.commit": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": side.group,
+            "enable.auto.commit": False,
+        }
     )
     try:
         offsets = [
