@@ -18,10 +18,11 @@
 #
 # Start order on podman-compose: 1.0.3 (Debian bookworm) ignores `depends_on`
 # conditions, so `up` starts the stack in the compose file's order itself: kafka; the
-# one-shot `topics` job, waited for and required to exit 0; the workers, Prometheus
-# and Grafana; then the load generators. It also builds in Docker's image format
-# (BUILDAH_FORMAT=docker: the OCI format has no HEALTHCHECK) and stops containers with
-# the compose file's 30 s grace (its `down` gives 1 s). On a machine where podman's
+# one-shot `topics` job, waited for and required to exit 0; the workers and Prometheus;
+# Grafana; then the load generators. It also builds in Docker's image format
+# (`podman build --format docker`: the OCI format has no HEALTHCHECK), stops containers with
+# the compose file's 30 s grace (its `down` gives 1 s) and removes the networks and
+# anonymous volumes its `down` leaves behind. On a machine where podman's
 # defaults fail (crun on mixed cgroups, a nofile hard limit below podman's default),
 # it writes a containers.conf with runc, the shell's hard limits and netavark, unless
 # CONTAINERS_CONF is set.
@@ -126,20 +127,27 @@ running() {
 }
 
 up_podman() {
-  local detach=0 arg services step wanted topics status
+  local detach=0 arg services service step wanted topics status id
   for arg in "$@"; do [ "$arg" = -d ] && detach=1; done
   wanted=" ${SERVICES:-${order[*]}} "
+  # Create every wanted container (and the network) without starting any: podman-compose
+  # would start each service's dependencies again with it. podman-compose reports no
+  # failure in its exit status, so each step is checked below, and its output (with
+  # podman's notes that no systemd runs the health checks here: the stack test runs
+  # them itself) is shown only then.
+  # shellcheck disable=SC2086 # a list of service names
+  compose up --no-start --no-build $wanted >"$steps" 2>&1
   for step in "${order[@]}"; do
     services=()
     for arg in $step; do [[ "$wanted" == *" $arg "* ]] && services+=("$arg"); done
+    for service in "${services[@]}"; do
+      id="$(ids "$service")"
+      [ -n "$id" ] || die "$service: not created (podman-compose -p $project up $service)"
+      podman start "$id" >>"$steps" 2>&1 || die "$service: did not start"
+    done
     [ "${#services[@]}" -gt 0 ] || continue
-    # podman-compose reports no failure in its exit status: each step is checked, and
-    # its output (with podman's notes that no systemd runs the health checks: the
-    # stack test runs them itself) is shown only then.
-    compose up -d --no-build "${services[@]}" >"$steps" 2>&1
     if [ "$step" = topics ]; then
       topics="$(ids topics)"
-      [ -n "$topics" ] || die "topics: not created (podman-compose -p $project logs topics)"
       status="$(timeout 300 podman wait "$topics")" || die "topics: still running after 300 s"
       [ "$status" = 0 ] || die "topics exited $status (podman-compose -p $project logs topics)"
     else

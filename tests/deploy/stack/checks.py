@@ -155,6 +155,7 @@ def judge_health(
     observed: Mapping[str, Observed],
     *,
     finished: frozenset[str] = frozenset(),
+    name: str = "health",
 ) -> Check:
     """`health`: each service as declared: healthy, exited 0 (a job), or running.
 
@@ -163,6 +164,7 @@ def judge_health(
         observed: their containers by service.
         finished: services whose run has ended by now (the load generators after
             their duration): exited 0 is their healthy state.
+        name: the check's name (`health during load`, `health after load`).
     """
     problems, states = [], []
     for d in declared:
@@ -182,7 +184,7 @@ def judge_health(
         states.append(f"{d.service} {state}")
         if not good:
             problems.append(f"{d.service}: {state}")
-    return Check("health", not problems, "; ".join(states), tuple(problems))
+    return Check(name, not problems, "; ".join(states), tuple(problems))
 
 
 @dataclass(frozen=True)

@@ -234,7 +234,7 @@ class StackRun:
         self.judged(checks.judge_answers("panels", answers, "dashboard panel queries"))
         declared = [d for d in live.declared_health() if d.service in self.services]
         observed = live.observe(self._engine, declared)
-        self.judged(checks.judge_health(declared, observed))
+        self.judged(checks.judge_health(declared, observed, name="health during load"))
         self.judged(live.grafana_provisioning(self._engine, "grafana" in self.services))
 
     def _verify(self, load_start: float) -> None:
@@ -254,7 +254,10 @@ class StackRun:
         loadgens = frozenset(s.loadgen for s in self.sides)
         self.judged(
             checks.judge_health(
-                declared, live.observe(engine, declared), finished=loadgens
+                declared,
+                live.observe(engine, declared),
+                finished=loadgens,
+                name="health after load",
             )
         )
         start = load_start + WARMUP_S
@@ -299,7 +302,8 @@ class StackRun:
         for image in self.images:
             self.print(f"   image {image.line()}")
         for check in self.results:
-            self.print(f"   {check.lines()[0]}")
+            for line in check.lines() if not check.ok else check.lines()[:1]:
+                self.print(f"   {line}")
         times = ", ".join(f"{k} {v:.0f} s" for k, v in self.phases.items())
         self.print(f"   phases: {times}; total {total:.0f} s")
         if self.options.out is not None:
