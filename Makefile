@@ -132,7 +132,7 @@ down:  ## Stop the compose stack; drop its containers, networks and volumes
 
 STACK_ARGS ?=
 
-stack-test: setup  ## The compose stack for real: build, up, load 4 min, check from outside, down (~7 min; first run builds stand-ins, ~+5 min)
+stack-test: setup  ## The compose stack for real (Docker or podman): build, up, load 4 min, check from outside, down (6-7 min; 15 min the first time, building stand-in images)
 	bash scripts/install-system-deps.sh --stack
 	$(PY) -m tests.deploy.stack $(STACK_ARGS)
 

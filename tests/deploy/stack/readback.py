@@ -91,7 +91,7 @@ def worker_counters(url: str) -> dict[str, float]:
 
 def inject_poison(bootstrap: str, topic: str) -> None:
     """One undecodable message (no `x-seq`: it is not the load generator's)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     producer.produce(topic, POISON, headers={"x-stack-test": b"poison"})
     if producer.flush(30) != 0:
         raise KafkaException(f"{topic}: the poison message was not delivered")
