@@ -156,7 +156,9 @@ up_podman() {
   done
   echo "stack $project is up ($ENGINE); stop it with: make down"
   if [ "$detach" = 0 ]; then
-    compose logs -f
+    # The started containers' logs (podman-compose's `logs` asks for every service's).
+    # shellcheck disable=SC2046 # container ids
+    podman logs -f --names $(ids)
   fi
 }
 
