@@ -78,6 +78,15 @@ def api(base: str, path: str, **params: str) -> Any:
     return answer["data"]
 
 
+def instant_query(base: str, expr: str) -> list[dict[str, Any]]:
+    """An instant query's samples (a scalar becomes one unlabelled sample)."""
+    data = api(base, "query", query=expr)
+    if data["resultType"] == "scalar":
+        return [{"metric": {}, "value": data["result"]}]
+    result: list[dict[str, Any]] = data["result"]
+    return result
+
+
 @dataclass
 class _Process:
     """A child process whose output goes to a log file."""
@@ -163,11 +172,7 @@ class Stack:
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         """An instant query's samples (a scalar becomes one unlabelled sample)."""
-        data = api(self.prometheus, "query", query=expr)
-        if data["resultType"] == "scalar":
-            return [{"metric": {}, "value": data["result"]}]
-        result: list[dict[str, Any]] = data["result"]
-        return result
+        return instant_query(self.prometheus, expr)
 
 
 def _console_script(name: str) -> list[str]:

@@ -20,6 +20,7 @@ from tests.deploy.prometheus_stack import (
     api,
     get,
     has_finite_value,
+    instant_query,
     resolve_variables,
     substitute,
 )
@@ -46,16 +47,10 @@ class Prometheus:
         except OSError:
             return False
 
-    def query(self, expr: str) -> list[dict[str, Any]]:
-        data = api(self.prometheus, "query", query=expr)
-        if data["resultType"] == "scalar":
-            return [{"metric": {}, "value": data["result"]}]
-        result: list[dict[str, Any]] = data["result"]
-        return result
-
     def answers(self, expr: str) -> bool:
+        """Whether `expr` answers with at least one finite value."""
         try:
-            return has_finite_value(self.query(expr))
+            return has_finite_value(instant_query(self.prometheus, expr))
         except (OSError, AssertionError, ValueError):
             return False
 
