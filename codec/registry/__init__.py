@@ -65,7 +65,8 @@ def frame_auto(
     *,
     cache_size: int = 1000,
 ) -> AutoCodec:
-    """The `auto` codec recognising frames by their magic byte (`auto_framed`).
+    """The `auto` codec recognising frames by their magic byte (`auto_framed`),
+    writing framed values when its output codec has a registry type.
 
     Args:
         auto: the `AutoCodec`.
@@ -79,7 +80,9 @@ def frame_auto(
         kind: frame_codec(codec, client, cache_size=cache_size)
         for kind, codec in by_type.items()
     }
-    return FramedAutoCodec(auto, framed, client, cache_size=cache_size)
+    output = auto.output
+    writer = None if framing_refusal(output.name) else frame_codec(output, client)
+    return FramedAutoCodec(auto, framed, client, cache_size=cache_size, output=writer)
 
 
 def frame_codec(

@@ -68,12 +68,15 @@ class Hold:
         msgs: Sequence[KafkaMessage],
         error: BaseException,
         rewind: Mapping[int, int] | None = None,
+        *,
+        registry: bool = False,
     ) -> None:
         """Pause and rewind every partition of `msgs`; retry after the back-off.
 
         Each is rewound to the batch's first offset for it, or to `rewind`'s
         offset for it if given (exactly-once, a new producer: the group's
-        committed offsets, `service.delivery.transactions`)."""
+        committed offsets, `service.delivery.transactions`). `registry`: not a
+        write but the schema registry failed (`service.loop.registry_wait`)."""
         firsts: dict[int, TopicPartition] = {}
         rewind = rewind or {}
         for m in msgs:
@@ -93,14 +96,13 @@ class Hold:
         retry_in = self._backoff
         self._retry_at = self._clock() + retry_in
         self._backoff = min(self._backoff * 2, MAX_BACKOFF_S)
-        self.reason = (
-            f"degraded: writes failed, {len(self.held)} partition(s) paused: {error}"
-        )
+        what = "the schema registry failed" if registry else "writes failed"
+        self.reason = f"degraded: {what}, {len(self.held)} partition(s) paused: {error}"
         self.active = True
-        self._m.delivery_failures.inc()
+        (self._m.registry_waits if registry else self._m.delivery_failures).inc()
         self._m.degraded.set(1)
         log.error(
-            "delivery_failed",
+            "registry_unavailable" if registry else "delivery_failed",
             error=str(error),
             paused=sorted(self.held),
             rewound_to=[f"{p}@{tp.offset}" for p, tp in sorted(self.held.items())],

@@ -38,6 +38,7 @@ from service.kafka.protocols import KafkaConsumer, KafkaMessage
 from service.loop import heap_trim
 from service.loop.hotpath import MessagePath, Step, Tally, clock_overhead_ns
 from service.loop.message_budget import BatchAbandoned, Budget, MessageBudget
+from service.loop.registry_wait import RegistryWaits
 from service.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -147,6 +148,7 @@ class BatchLoop:
         self._tally = Tally()
         """The batch's tally, used again while it stays empty (the common case)."""
         self.hold = Hold(consumer, metrics)
+        self._waits = RegistryWaits(self._handle_each)
         self.processed = 0
         self.heartbeat = time.monotonic()
 
@@ -158,7 +160,6 @@ class BatchLoop:
 
     def revoke(self, partitions: Sequence[int]) -> None:
         """Partitions taken away (revoked or lost): no longer stored or held.
-
         Runs inside `consume()`, between batches: what was processed is stored
         first, so the commit on revoke sends it."""
         self.flush()
@@ -222,8 +223,7 @@ class BatchLoop:
         self.flush()
 
     def flush(self) -> None:
-        """Store the positions of processed batches not stored yet (between
-        batches only: after a batch is handled, before the next `consume()`)."""
+        """Store the processed positions not stored yet (between batches only)."""
         if self._unstored:
             self._store()
 
@@ -231,7 +231,8 @@ class BatchLoop:
         """Handle one batch completely, then store its offsets.
 
         If its dead letters or output are not confirmed, nothing of it is stored or
-        counted: its partitions are rewound and paused (`service.delivery.held_partitions`).
+        counted: its partitions are rewound and paused (`service.delivery.held_partitions`;
+        so is a partition waiting for the schema registry, `service.loop.registry_wait`).
         """
         hold = self.hold
         if hold.active:
@@ -245,7 +246,7 @@ class BatchLoop:
         handle_ns: list[int] = []
         self._txn.begin()
         try:
-            nbytes = self._handle_each(msgs, tally, decode_ns, handle_ns)
+            msgs, nbytes = self._waits.handle(msgs, tally, decode_ns, handle_ns, hold)
             # Bytes per message, per batch: 1 MB messages must not come 500 at once.
             if nbytes > self._max_bytes // self._batch_size * len(msgs) or (
                 self._size < self._batch_size
@@ -394,6 +395,5 @@ class BatchLoop:
 
 
 def _less_clock(samples_ns: list[int], clock_ns: int) -> list[float]:
-    """Seconds of each timed sample less the clock's own cost (`clock_overhead_ns`);
-    a sample shorter than that cost counts as 0, never negative."""
+    """Each sample in seconds less the clock's own cost (`clock_overhead_ns`), >= 0."""
     return [(t - clock_ns) * 1e-9 if t > clock_ns else 0.0 for t in samples_ns]
