@@ -82,17 +82,18 @@ class SecuredRegistry:
         secret = urllib.parse.quote(password or self.password, safe="")
         return self.url.replace("https://", f"https://{USERNAME}:{secret}@", 1)
 
-    def environment(self, **changes: str) -> dict[str, str]:
+    def environment(self, **changes: str | None) -> dict[str, str]:
         """The `REGISTRY_*` variables of a client with the right settings,
-        ``changes`` applied (``password="wrong"``, ``ca_file="/nowhere"``)."""
-        env = {
+        ``changes`` applied (``password="wrong"``, ``ca_file="/nowhere"``; None
+        leaves the variable out)."""
+        env: dict[str, str | None] = {
             "REGISTRY_URL": self.url,
             "REGISTRY_USERNAME": USERNAME,
             "REGISTRY_PASSWORD": self.password,
             "REGISTRY_CA_FILE": str(self.ca_file),
         }
         env.update({f"REGISTRY_{k.upper()}": v for k, v in changes.items()})
-        return env
+        return {k: v for k, v in env.items() if v is not None}
 
     def set_mode(self, mode: Mode) -> None:
         """Fail (or recover) as a registry in an outage does; see the module."""
