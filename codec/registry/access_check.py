@@ -58,7 +58,7 @@ def check_registry(access: RegistryAccess) -> None:
     """
     client = RegistryClient(access)
     try:
-        client.get(PROBE_PATH)
+        types = client.get(PROBE_PATH)
     except RegistryRefused as exc:
         raise RegistryAccessError(_line(access, _refusal(access, exc))) from None
     except SchemaNotFound:
@@ -72,6 +72,15 @@ def check_registry(access: RegistryAccess) -> None:
         ) from None
     except RegistryUnavailable as exc:
         raise RegistryAccessError(_line(access, _unusable(access, exc))) from None
+    if not isinstance(types, list):
+        raise RegistryAccessError(_line(access, _not_the_api(f"{str(types)[:60]}")))
+
+
+def _not_the_api(answer: str) -> str:
+    return (
+        "it does not answer as a Confluent-compatible API (GET /schemas/types "
+        f"answered {answer}, not a list of schema types); check {URL_SETTING}"
+    )
 
 
 def _refusal(access: RegistryAccess, exc: RegistryRefused) -> str:
@@ -104,7 +113,8 @@ def _unusable(access: RegistryAccess, exc: RegistryUnavailable) -> str:
             )
         return f"TLS handshake failed ({describe(reason)}); check {URL_SETTING}"
     if isinstance(reason, http.client.RemoteDisconnected | ConnectionResetError):
-        hint = " (an http URL for an https registry?)" if _plain(access) else ""
+        hint = " (not an HTTP server, or an http URL for an https one?)"
+        hint = hint if _plain(access) else ""
         return f"it closed the connection without an answer{hint}; check {URL_SETTING}"
     if isinstance(reason, socket.gaierror):
         return (
@@ -112,6 +122,10 @@ def _unusable(access: RegistryAccess, exc: RegistryUnavailable) -> str:
         )
     if isinstance(cause, urllib.error.HTTPError):
         return f"{exc}; check {URL_SETTING}"
+    if isinstance(cause, ValueError):  # an answer, not JSON: a web page?
+        return _not_the_api("what is not JSON")
+    if isinstance(cause, http.client.HTTPException):
+        return f"it does not answer HTTP ({describe(cause)}); check {URL_SETTING}"
     return (
         f"no answer ({describe(cause)}; {access.attempts} attempts of "
         f"{access.timeout_s:g} s); check {URL_SETTING}"
@@ -148,4 +162,5 @@ def _untrusted(access: RegistryAccess, err: ssl.SSLCertVerificationError) -> str
 
 def _line(access: RegistryAccess, cause: str) -> str:
     who = f" (user {access.username!r})" if access.username is not None else ""
-    return f"schema registry at {access.url} cannot be used{who}: {cause}"
+    line = f"schema registry at {access.url} cannot be used{who}: {cause}"
+    return " ".join(line.split())  # one line, whatever a server sent

@@ -27,6 +27,7 @@ reported by every call (and named by `codec.registry.access_check` at start).
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import ssl
 import time
@@ -266,7 +267,8 @@ class RegistryClient:
                     text = f"registry answered {method} {path} with HTTP {exc.code}"
                     raise RegistryUnavailable(self._cool_down(text), exc) from None
                 last = exc
-            except (OSError, ValueError) as exc:  # refused, timed out, not JSON
+            # refused, timed out, not HTTP (another service's port), not JSON
+            except (OSError, http.client.HTTPException, ValueError) as exc:
                 last = exc
         text = f"registry unavailable after {self.access.attempts} attempts"
         raise RegistryUnavailable(self._cool_down(f"{text} ({describe(last)})"), last)
@@ -302,7 +304,7 @@ def describe(exc: BaseException | None) -> str:
         return f"TLS: {reason.reason or reason.strerror or reason}"
     if isinstance(reason, OSError) and reason.strerror:
         return f"{type(reason).__name__}: {reason.strerror}"
-    text = str(reason) or type(reason).__name__
+    text = " ".join(str(reason).split())[:120] or type(reason).__name__
     return f"{type(reason).__name__}: {text}" if text != type(reason).__name__ else text
 
 

@@ -12,6 +12,7 @@ answers again.
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.error
 import urllib.request
@@ -43,6 +44,13 @@ def secured(
 ) -> Iterator[SecuredRegistry]:
     with SecuredRegistry(registry_url, tmp_path_factory.mktemp("ca"), SECRET) as proxy:
         yield proxy
+
+
+def _env(secured: SecuredRegistry, **changes: str | None) -> dict[str, str]:
+    """This process's environment with the team's registry settings (``changes``
+    applied) in place of any `REGISTRY_*` it has."""
+    own = {k: v for k, v in os.environ.items() if not k.startswith("REGISTRY_")}
+    return {**own, **secured.environment(**changes)}
 
 
 def _framed_args(name: str) -> list[str]:
@@ -77,13 +85,18 @@ def test_framed_output_reads_back_with_confluent_deserializers(
 ) -> None:
     """The worker registers its output schema at start (subject `<output>-value`)
     and frames what it writes: confluent-kafka's deserializer, given the team's
-    registry settings, reads each value back equal to the one sent."""
+    registry settings, reads each value back equal to the one sent. The protobuf
+    worker gets its credentials in the URL (`https://KEY:SECRET@host`): used, and
+    not in its log."""
     topic, out = topic_factory(1), topic_factory(1, prefix="out")
     dlq = topic_factory(1, prefix="dlq")
     records = _framed_records(name, secured.upstream_url, topic, 30)
     produce(kafka_bootstrap, topic, records)
     args = [*_framed_args(name), "--output-topic", out, "--dlq-topic", dlq]
-    env = secured.environment()
+    env = _env(secured)
+    if name == "protobuf":
+        env = _env(secured, username=None, password=None)
+        env["REGISTRY_URL"] = secured.url_with_credentials()
     with WorkerProcess(
         kafka_bootstrap, topic, *args, env=env, log=tmp_path / "w.log"
     ) as w:
@@ -127,7 +140,7 @@ def test_a_wrong_password_stops_the_worker_before_kafka(
         kafka_bootstrap, topic, _framed_records("avro", secured.upstream_url, topic, 10)
     )
     log = tmp_path / "w.log"
-    env = secured.environment(password="wrong")  # noqa: S106 (a test value)
+    env = _env(secured, password="wrong")  # noqa: S106 (a test value)
     with WorkerProcess(
         kafka_bootstrap,
         topic,
@@ -166,7 +179,7 @@ def test_a_registry_failing_after_start_pauses_the_partition(
     args = [*_framed_args("avro"), "--dlq-topic", dlq, "--config", str(config)]
     produce(kafka_bootstrap, topic, first[:20])
     log = tmp_path / "w.log"
-    env = secured.environment()
+    env = _env(secured)
     try:
         with WorkerProcess(kafka_bootstrap, topic, *args, env=env, log=log) as w:
             assert w.wait_for(20) == 20  # id learnt while the registry answered

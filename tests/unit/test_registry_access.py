@@ -11,7 +11,11 @@ tells a refused login (`RegistryRefused`: the worker waits) from an unknown id.
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +119,7 @@ WRONG: list[tuple[str, Change, tuple[str, ...]]] = [
     (
         "http-for-https",
         lambda p, t: {"url": p.url.replace("https:", "http:"), "ca_file": None},
-        ("closed the connection", "http URL for an https registry", URL),
+        ("closed the connection", "an http URL for an https one", URL),
     ),
     (
         "nobody-listens",
@@ -218,3 +222,60 @@ class TestClientFaults:
         for _ in range(2):
             with pytest.raises(CaFileUnusable, match=r"no\.pem"):
                 client.schema_by_id(1)
+
+
+class _Page(BaseHTTPRequestHandler):
+    """A web server that is not a registry: a page, or a JSON object."""
+
+    def do_GET(self) -> None:
+        body = b"<html>a console</html>" if "page" in self.path else b"{}"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        """Silent."""
+
+
+@pytest.fixture(scope="module")
+def not_registries() -> Iterator[tuple[str, str]]:
+    """An http server answering pages, and a port that speaks another protocol."""
+    pages = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+    banner = socket.create_server(("127.0.0.1", 0))
+
+    def greet() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = banner.accept()
+                with conn:
+                    conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+
+    threading.Thread(target=pages.serve_forever, daemon=True).start()
+    threading.Thread(target=greet, daemon=True).start()
+    yield (
+        f"http://127.0.0.1:{pages.server_address[1]}",
+        f"http://127.0.0.1:{banner.getsockname()[1]}",
+    )
+    pages.shutdown()
+    pages.server_close()
+    banner.close()
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        ("page", "answered what is not JSON"),
+        ("json", "answered {}, not a list of schema types"),
+        ("banner", "does not answer HTTP (BadStatusLine: SSH-2.0-OpenSSH_9.2)"),
+    ],
+)
+def test_a_url_that_is_not_a_registry(
+    not_registries: tuple[str, str], where: str, expected: str
+) -> None:
+    pages, banner = not_registries
+    url = {"page": pages + "/page", "json": pages + "/api", "banner": banner}[where]
+    with pytest.raises(RegistryAccessError) as caught:
+        check_registry(RegistryAccess(url, attempts=1))
+    line = str(caught.value)
+    assert expected in line and "REGISTRY_URL" in line and "\n" not in line

@@ -63,6 +63,10 @@ TOOLS: dict[str, tuple[Callable[[list[str]], int], list[str]]] = {
         ["--topic", "t", "--codec", "avro", "--count", "10"],
     ),
     "codec-ab": (ab_main, ["--codecs", "avro", "--duration", "1"]),
+    "codec-ab-replay": (  # a framed recording: before its probe
+        ab_main,
+        ["--codecs", "avro", "--schema", "medium", "--replay", "framed.rec"],
+    ),
 }
 WRONG = {
     "password": ({"password": "wrong"}, "REGISTRY_PASSWORD"),
@@ -76,6 +80,7 @@ CASES = [
     for tool in sorted(TOOLS)
     for wrong in sorted(WRONG)
     if (tool, wrong) != ("codec-worker", "ca")  # a process each: the costly tool
+    and (tool != "codec-ab-replay" or wrong == "password")
 ]
 
 
@@ -89,6 +94,7 @@ def test_one_line_naming_the_setting_and_exit_1(
     tmp_path: Path,
 ) -> None:
     monkeypatch.chdir(tmp_path)  # no recorded broker or registry
+    (tmp_path / "framed.rec").write_bytes(b"")
     changes, setting = WRONG[wrong]
     changes = {
         k: str(secured.other_ca_file) if v == "OTHER" else v for k, v in changes.items()
