@@ -54,7 +54,8 @@ class Hold:
         self._m = metrics
         self._clock = clock
         self.held: dict[int, TopicPartition] = {}
-        """Paused partitions and the offset each is rewound to."""
+        """Paused partitions and the offset each is rewound to: everything before
+        it is done (its writes confirmed), so it is what is stored for it."""
         self._retrying: set[int] = set()
         self._backoff = FIRST_BACKOFF_S
         self._retry_at = 0.0
@@ -91,7 +92,8 @@ class Hold:
             for tp in tps:
                 self._consumer.seek(tp)
         for p, tp in firsts.items():
-            self.held.setdefault(p, tp)
+            if p not in self.held or tp.offset < self.held[p].offset:
+                self.held[p] = tp  # the earliest: a failed write after a wait
             self._retrying.discard(p)
         retry_in = self._backoff
         self._retry_at = self._clock() + retry_in

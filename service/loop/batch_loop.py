@@ -326,10 +326,10 @@ class BatchLoop:
             return
         positions = [
             tp
-            for tp in consumer.position(self._positions)
-            if tp.offset >= 0
+            for at in consumer.position(self._positions)
+            # rewound (held): stored up to where it was, nothing past it is confirmed
+            if (tp := held.get(at.partition, at)).offset >= 0
             and stored.get(tp.partition) != tp.offset
-            and tp.partition not in held  # rewound: nothing past it is confirmed
         ]
         if not positions:
             return

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError
 
 from codec import get_codec
 from codec.registry import frame_codec
@@ -69,7 +70,8 @@ def _rig() -> tuple[Rig, SwitchableRegistry, Clock, Any]:
 
 
 def _value(plain: Any, schema_id: int, i: int) -> bytes:
-    return id_header(schema_id) + plain.encode(plain.from_builtins(PAYLOADS[i % 50]))
+    body: bytes = plain.encode(plain.from_builtins(PAYLOADS[i % 50]))
+    return id_header(schema_id) + body
 
 
 def _ok(rig: Rig) -> float:
@@ -110,7 +112,7 @@ class TestRegistryDown:
         assert rig.sample("worker_degraded") == 1
         stored = [s for batch in rig.consumer.stored for s in batch]
         assert ("in", 1, 22) in stored
-        assert all(p != 0 for _, p, _o in stored)  # nothing of partition 0
+        assert [o for _, p, o in stored if p == 0] == [10]  # up to the waiting one
         reason = rig.loop.hold.reason
         assert reason is not None and "schema registry" in reason
         assert "schema id 2" in reason
@@ -155,3 +157,21 @@ def test_an_id_the_registry_does_not_know_is_a_dead_letter() -> None:
     headers = dict(record["headers"])
     assert headers["x-dlq-reason"] == b"schema_unknown"
     assert rig.consumer.stored[-1] == [("in", 0, 12)]
+
+
+def test_a_failed_write_after_a_wait_rewinds_to_the_batch_start() -> None:
+    """A partition that waits for the registry, in a batch whose writes then fail,
+    is rewound to the batch's first offset for it: its messages before the wait
+    had their writes in that batch, unconfirmed."""
+    rig, registry, _clock, plain = _rig()
+    rig.producer.fail_with = lambda record: KafkaError(KafkaError._MSG_TIMED_OUT)
+    registry.down = DOWN[0]
+    rig.process(
+        [
+            rig.msg(10, partition=0, value=b"\xc1"),  # a dead letter to write
+            rig.msg(11, partition=0, value=_value(plain, NEW, 11)),  # waits
+        ]
+    )
+    assert rig.loop.hold.held[0].offset == 10
+    assert rig.consumer.seeks[-1] == (0, 10)
+    assert all(o <= 10 for batch in rig.consumer.stored for _, p, o in batch if p == 0)
