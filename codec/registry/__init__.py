@@ -1,7 +1,8 @@
 """Schema-registry framing: the codecs that have a registry form, behind the Confluent frame.
 
 Parts, in import order: `frame` (the header, message indexes) and `client` (a bounded
-Confluent-compatible HTTP client; `memory`, one without a registry, for benchmarks) <
+Confluent-compatible HTTP client; `memory`, one without a registry, for benchmarks;
+`access_check`, the one request every tool makes at start, naming a wrong setting) <
 `avro_resolution` (the derived Avro reader adapted to a team's writer schema),
 `protobuf_fields` (a registered message's fields against the codec's) <
 `decoders` (one per registered schema: Avro resolution, protobuf message indexes, JSON) < `framed` (``FramedCodec``: a wrapper

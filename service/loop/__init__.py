@@ -9,6 +9,7 @@
 | `shutdown_budget` | what a SIGTERM may still cost: the last batch, the flush, the close |
 | `message_budget` | the per-message budget for decode plus logic: a timer, not a per-message cost |
 | `backstop` | the budget's hard backstop: a call stuck in C exits; the restarts dead-letter it |
+| `registry_wait` | a framed message whose schema the registry cannot give: its partition waits, no dead letter |
 
 May import `service.delivery`, `service.kafka`, `service.lifecycle`, `service.logic`,
 `service.telemetry`, and `schemas`/`codec`; nothing imports it but `service.app`.
