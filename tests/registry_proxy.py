@@ -22,7 +22,6 @@ import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Final, Literal
 
 import trustme
@@ -123,21 +122,12 @@ class SecuredRegistry:
             server.shutdown()
             server.server_close()
 
-    def stop(self) -> None:
-        """Closes the port."""
-        self._close()
-
     def __enter__(self) -> SecuredRegistry:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def __exit__(self, *exc: object) -> None:
+        self._close()
 
 
 class _Proxy(BaseHTTPRequestHandler):
