@@ -251,7 +251,7 @@ class BatchLoop:
             if nbytes > self._max_bytes // self._batch_size * len(msgs) or (
                 self._size < self._batch_size
             ):
-                mean = max(1, nbytes // len(msgs))
+                mean = max(1, nbytes // max(1, len(msgs)))  # all waiting: none
                 size = max(1, min(self._batch_size, self._max_bytes // mean))
                 if size == self._batch_size:  # a burst of large values has ended
                     heap_trim.trim()

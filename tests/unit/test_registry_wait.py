@@ -175,3 +175,13 @@ def test_a_failed_write_after_a_wait_rewinds_to_the_batch_start() -> None:
     assert rig.loop.hold.held[0].offset == 10
     assert rig.consumer.seeks[-1] == (0, 10)
     assert all(o <= 10 for batch in rig.consumer.stored for _, p, o in batch if p == 0)
+
+
+def test_a_batch_whose_every_message_waits_after_large_values() -> None:
+    """Nothing handled, while the next batch's size is being recomputed from the
+    last one's (smaller after large values): no division by nothing."""
+    rig, registry, _clock, plain = _rig()
+    rig.loop._size = 10  # as after a burst of large values
+    registry.down = DOWN[0]
+    rig.process([rig.msg(10, partition=0, value=_value(plain, NEW, 10))])
+    assert _ok(rig) == 0 and rig.consumer.paused == {0}
