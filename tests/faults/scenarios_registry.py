@@ -112,12 +112,16 @@ def _with_wrong_settings(
 
 
 def _no_dead_letters(run: Run, outcome: Outcome) -> None:
+    """No message dead-lettered, and no registry password in any worker's log."""
     dead = len(run.data.dlq) if run.data else -1
     outcome.figures["dead_letters"] = dead
     if dead:
         outcome.fail(
             f"{dead} messages dead-lettered: the registry's fault is not theirs"
         )
+    logs = [log for log in run.logs() if SENTINEL in log.read_text(errors="replace")]
+    if logs:
+        outcome.fail(f"a registry password in {', '.join(log.name for log in logs)}")
 
 
 def rg1_wrong_password(env: Env) -> Outcome:
