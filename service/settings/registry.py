@@ -81,7 +81,9 @@ class RegistryConnection(BaseModel):
     timeout_s: Annotated[float, Field(gt=0, le=60)] = 2.0
     """How long one request to the registry may take."""
     attempts: Annotated[int, Field(ge=1, le=10)] = 3
-    """Requests for a new schema id before its partition waits for the registry."""
+    """Requests for a new schema id's schema; when they all fail (the registry down
+    or refusing this client after start), the message's partition is paused and
+    retried, `/readyz` 503, never a dead letter."""
     cooldown_s: Annotated[float, Field(ge=0, le=3600)] = 5.0
     """After a registry failure, how long lookups of other new ids fail at once."""
     cache_size: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
