@@ -38,7 +38,7 @@ from service.kafka.protocols import KafkaConsumer, KafkaMessage
 from service.loop import heap_trim
 from service.loop.hotpath import MessagePath, Step, Tally, clock_overhead_ns
 from service.loop.message_budget import BatchAbandoned, Budget, MessageBudget
-from service.loop.registry_wait import RegistryWaits
+from service.loop.registry_wait import RegistryWait, after_wait
 from service.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -52,8 +52,7 @@ three `perf_counter_ns` calls and a slice and call for the run after it, ~0.4 us
 so ~0.013 us a message; 40k msg/s still gives 1,250 timed decodes a second."""
 
 TIMER_WAIT_MAX_S: Final = 0.05
-"""Batch waits up to this sleep between small batches (`BatchLoop.run`); longer
-ones always wait on librdkafka's queue."""
+"""Waits up to this sleep between small batches, longer on the queue (`BatchLoop.run`)."""
 
 
 class BatchLoop:
@@ -148,7 +147,6 @@ class BatchLoop:
         self._tally = Tally()
         """The batch's tally, used again while it stays empty (the common case)."""
         self.hold = Hold(consumer, metrics)
-        self._waits = RegistryWaits(self._handle_each)
         self.processed = 0
         self.heartbeat = time.monotonic()
 
@@ -231,8 +229,7 @@ class BatchLoop:
         """Handle one batch completely, then store its offsets.
 
         If its dead letters or output are not confirmed, nothing of it is stored or
-        counted: its partitions are rewound and paused (`service.delivery.held_partitions`;
-        so is a partition waiting for the schema registry, `service.loop.registry_wait`).
+        counted: its partitions are rewound and paused (`service.delivery.held_partitions`).
         """
         hold = self.hold
         if hold.active:
@@ -246,7 +243,10 @@ class BatchLoop:
         handle_ns: list[int] = []
         self._txn.begin()
         try:
-            msgs, nbytes = self._waits.handle(msgs, tally, decode_ns, handle_ns, hold)
+            try:  # free unless it raises (zero-cost try since Python 3.11)
+                nbytes = self._handle_each(msgs, tally, decode_ns, handle_ns)
+            except RegistryWait as wait:  # that partition held, the others go on
+                msgs, nbytes = after_wait(self._handle_each, wait, msgs, tally, hold)
             # Bytes per message, per batch: 1 MB messages must not come 500 at once.
             if nbytes > self._max_bytes // self._batch_size * len(msgs) or (
                 self._size < self._batch_size

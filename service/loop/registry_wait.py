@@ -5,8 +5,8 @@ within the client's bounded attempts, a login refused, a certificate no longer
 trusted: `DecodeError` reason `registry_unavailable`), the message is not at fault:
 dead-lettering it would dead-letter every message of a new id for as long as the
 registry is down. Instead the per-message code raises `RegistryWait`
-(`wait_if_registry`), and `RegistryWaits.handle` stops that partition at that
-message for this batch, hands it to the hold (`service.delivery.held_partitions`:
+(`wait_if_registry`), and the batch loop (`after_wait`) stops that partition at
+that message for this batch, hands it to the hold (`service.delivery.held_partitions`:
 paused, rewound to the message, `/readyz` 503 and `worker_degraded` 1 with the
 reason, `worker_registry_waits_total` counted, retried after a back-off of 1 s
 doubling to 30 s) and handles the batch's other partitions. Nothing of the waiting
@@ -15,7 +15,7 @@ partition goes on; an id the registry answers it does not know (HTTP 404) is a d
 letter (`schema_unknown`), the only lookup failure that is.
 
 Performance note: nothing here runs on the per-message path; a batch without a
-wait costs one `try`.
+wait costs nothing (the batch loop's `try` is free until it raises).
 """
 
 from __future__ import annotations
@@ -55,54 +55,42 @@ def wait_if_registry(m: KafkaMessage, exc: BaseException) -> None:
         raise RegistryWait(m, exc)
 
 
-class RegistryWaits:
-    """Handles a batch around the messages that wait for the registry.
+def after_wait(
+    handle_each: HandleEach,
+    first: RegistryWait,
+    msgs: Sequence[KafkaMessage],
+    tally: Tally,
+    hold: Hold,
+) -> tuple[Sequence[KafkaMessage], int]:
+    """The rest of a batch whose handling stopped at ``first``: its partition is
+    held (by ``hold``, the loop's) from that message on, the batch's other
+    partitions are handled (and any other waiting one held the same way).
 
-    Args:
-        handle_each: the batch loop's per-batch handling.
+    Returns:
+        The messages handled (a waiting partition's from the waiting message on
+        left out) and their payload bytes.
     """
-
-    def __init__(self, handle_each: HandleEach) -> None:
-        self._handle_each = handle_each
-
-    def handle(
-        self,
-        msgs: Sequence[KafkaMessage],
-        tally: Tally,
-        decode_ns: list[int],
-        handle_ns: list[int],
-        hold: Hold,
-    ) -> tuple[Sequence[KafkaMessage], int]:
-        """Handle ``msgs``; a waiting message's partition is held (by ``hold``,
-        the loop's) from that message on.
-
-        Returns:
-            The messages handled (a waiting partition's from the waiting message
-            on left out) and their payload bytes.
-        """
+    handled: list[KafkaMessage] = []
+    waiting: list[KafkaMessage] = []
+    nbytes, rest, wait = 0, msgs, first
+    decode_ns: list[int] = []  # the rest's samples are not timed: a rare path
+    handle_ns: list[int] = []
+    while True:
+        at = next(i for i, m in enumerate(rest) if m is wait.message)
+        handled += rest[:at]
+        nbytes += _handled_bytes(rest[:at], tally)
+        waiting.append(wait.message)
+        stopped = wait.message.partition()
+        rest = [m for m in rest[at + 1 :] if m.partition() != stopped]
         try:
-            return msgs, self._handle_each(msgs, tally, decode_ns, handle_ns)
-        except RegistryWait as first:
-            wait = first
-        handled: list[KafkaMessage] = []
-        waiting: list[KafkaMessage] = []
-        nbytes, rest = 0, msgs
-        while True:
-            at = next(i for i, m in enumerate(rest) if m is wait.message)
-            handled += rest[:at]
-            nbytes += _handled_bytes(rest[:at], tally)
-            waiting.append(wait.message)
-            stopped = wait.message.partition()
-            rest = [m for m in rest[at + 1 :] if m.partition() != stopped]
-            try:
-                if rest:
-                    nbytes += self._handle_each(rest, tally, decode_ns, handle_ns)
-                    handled += rest
-                break
-            except RegistryWait as again:
-                wait = again
-        hold.fail(waiting, wait, registry=True)
-        return handled, nbytes
+            if rest:
+                nbytes += handle_each(rest, tally, decode_ns, handle_ns)
+                handled += rest
+            break
+        except RegistryWait as again:
+            wait = again
+    hold.fail(waiting, wait, registry=True)
+    return handled, nbytes
 
 
 def _handled_bytes(msgs: Sequence[KafkaMessage], tally: Tally) -> int:
