@@ -10,8 +10,9 @@ error in place of a message stops the loop without storing that batch; a fatal
 client error (`error_cb`) stops it after the current batch. Either way the exit
 status is 1, so a supervisor restarts the worker.
 
-Start-up, before any consumer exists: the control plane binds its port, then the
-input, dead-letter and output topics are checked (or created, `--create-topics`).
+Start-up, before any consumer exists: the control plane binds its port, the schema
+registry is reached (`service.settings.registry_start`), then the input,
+dead-letter and output topics are checked (or created, `--create-topics`).
 A port in use or a missing topic is a configuration error (exit status 2); a
 cluster that does not answer is reported after `CONNECT_TIMEOUT_S` and every
 `REMIND_S` after that while the worker keeps trying; one that refuses this client's
@@ -47,6 +48,7 @@ from service.loop.batch_loop import BatchLoop
 from service.loop.partition_starts import start_uncommitted
 from service.loop.shutdown_budget import Shutdown
 from service.loop.worker_loops import LoopChoice
+from service.settings.registry_start import prepare_worker
 from service.settings.worker import Settings
 from service.shadow.sampler import Shadow, shadow_for
 from service.telemetry.consumer_lag import LagGauges
@@ -143,6 +145,7 @@ class Worker:
             port = control.start()  # a port in use: ConfigError, Kafka untouched
             stack.callback(control.stop)
             try:
+                prepare_worker(s, self.codec)  # before Kafka: nothing consumed
                 if not self._check_topics():
                     return 0  # stopped while Kafka was unreachable
                 log.info(
@@ -382,11 +385,6 @@ class Worker:
                 "(waiting for writes to be acknowledged?)"
             )
         return loop.hold.reason
-
-    @property
-    def close_timed_out(self) -> bool:
-        """Whether `close()` ran out of the shutdown budget (`service.loop.shutdown_budget`)."""
-        return self._shutdown.close_timed_out
 
     def _close_consumer(self) -> None:
         if self.consumer is not None:

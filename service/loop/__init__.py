@@ -12,6 +12,7 @@
 | `timer_overhead` | the clock's own cost, taken off each timed sample |
 | `worker_loops` | which loop a worker runs: sync batches, or the async path for an async handler |
 | `async_path/` | a team's async handler awaited on an event loop (`service.loop.async_path`) |
+| `registry_wait` | a framed message whose schema the registry cannot give: its partition waits, no dead letter |
 
 May import `service.delivery`, `service.kafka`, `service.lifecycle`, `service.logic`,
 `service.telemetry`, and `schemas`/`codec`; nothing imports it but `service.app`.

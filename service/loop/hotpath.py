@@ -10,6 +10,9 @@ get the general loop. Whatever is unusual (a consumer error, no value, a value o
 `max_payload_bytes`, a decode or logic failure) leaves the loop through one
 `except` and is sorted out off the common path (`_failed`, `_rejected`).
 
+A framed value whose schema the registry could not give (down, refusing this client)
+is no dead letter: its partition waits (`service.loop.registry_wait`).
+
 A framed codec's value that failed to decode and carries a `__value_schema_id`
 header (confluent-kafka 2.x's header form: the value unframed, its schema id in the
 header) is decoded again there, by the header (`_failed` returns the object and the
@@ -49,6 +52,7 @@ from service.delivery.outputs import Emit
 from service.kafka.headers import CONTENT_TYPE
 from service.kafka.protocols import KafkaMessage
 from service.loop.message_budget import OverBudget
+from service.loop.registry_wait import wait_if_registry
 from service.loop.timer_overhead import clock_overhead_ns as clock_overhead_ns
 
 Step = Callable[[Any], object]
@@ -309,6 +313,7 @@ class MessagePath:
                     raise
                 except Exception as again:  # the header's error is the one to tell
                     exc = again
+            wait_if_registry(m, exc)  # the registry's failure, not the message's
             tally.poison.append(Poison.undecodable(m, self._name, exc))  # type: ignore[arg-type]
         return _UNDECODED
 

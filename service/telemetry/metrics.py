@@ -176,9 +176,17 @@ class Metrics:
             "partitions were rewound and paused, and retried.",
             registry=registry,
         )
+        self.registry_waits = Counter(
+            "worker_registry_waits",
+            "Times the schema registry could not give a message's schema (down, "
+            "refusing this client): the message's partition was paused and retried, "
+            "the message not dead-lettered.",
+            registry=registry,
+        )
         self.degraded = Gauge(
             "worker_degraded",
-            "1 while partitions are paused for a failed write (see /readyz).",
+            "1 while partitions are paused for a failed write or an unusable schema "
+            "registry (see /readyz).",
             registry=registry,
         )
         info = Gauge(
