@@ -99,7 +99,7 @@ class Release:
             released = {p: t.entries[n - 1].message.offset() + 1 for p, t, n in ready}  # type: ignore[operator]
             if self._positions is not None:
                 self._positions.released = released
-            self._txn.commit([TopicPartition(topic, p) for p in released], ())
+            self._txn.commit([TopicPartition(topic, p) for p in released], {})
         except DeliveryError as exc:
             self._txn.abort()
             self._poison.abandon()
