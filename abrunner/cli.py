@@ -233,9 +233,7 @@ def plan_from_settings(s: AbSettings) -> Plan:
         out=str(s.out),
         worker_args=s.worker_argv(),
         logic=s.logic,
-        logic_verdicts=judge_logic(
-            s.logic, s.schema_ or profiles[0].schema, codecs, s.replay
-        ),
+        logic_verdicts=judge_logic(s.logic, profiles[0].schema, codecs, s.replay),
         loadgen_args=tuple(w for a in s.loadgen_args for w in a.split("=", 1)),
         replay=None if s.replay is None else str(s.replay),
         rotated=True,
