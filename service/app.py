@@ -319,15 +319,15 @@ class Worker:
         log.info("partitions_revoked", partitions=[tp.partition for tp in partitions])
 
     def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
-        self._forget(partitions)
+        self._forget(partitions, lost=True)
         log.warning("partitions_lost", partitions=[tp.partition for tp in partitions])
 
-    def _forget(self, partitions: list[Any]) -> None:
+    def _forget(self, partitions: list[Any], lost: bool = False) -> None:
         numbers = [tp.partition for tp in partitions]
         self.assigned.difference_update(numbers)
         self._lag.forget(numbers)
         if self.loop is not None:
-            self.loop.revoke(numbers)
+            self.loop.revoke(numbers, lost)
         self.metrics.assigned_partitions.set(len(self.assigned))
 
     def _on_commit(self, err: KafkaError | None, partitions: list[Any]) -> None:

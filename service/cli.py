@@ -137,6 +137,13 @@ _FLAGS: Final = (
         "another (those of a partition, of a key, or none)",
     ),
     Flag(
+        "--revoke-grace-s",
+        ("processing", "revoke_grace_s"),
+        "an async handler: how long a revoke waits for the revoked partitions' "
+        "messages in flight; the rest is handled again by their next owner",
+        float,
+    ),
+    Flag(
         "--max-attempts",
         ("processing", "max_attempts"),
         "attempts of the logic per message before the DLQ",

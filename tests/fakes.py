@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -256,3 +257,58 @@ class FakeProducer:
             if on_delivery is not None:
                 on_delivery(err, None)
         return 0
+
+
+@dataclass
+class LogConsumer(FakeConsumer):
+    """Each partition a log (`logs`), read as librdkafka's fetch reads it.
+
+    `consume()` returns, from each assigned partition that is not paused, its
+    messages from its position on (`seek` moves it; a partition starts at 0), at
+    most `num_messages` in all; `script` is called first (a test's events: a
+    revoke inside `consume()`, a registry coming back); with nothing to return it
+    waits a little of `timeout` and calls `on_drained`.
+    """
+
+    logs: dict[int, list[FakeMessage]] = field(default_factory=dict)
+    script: Callable[[], None] | None = None
+    assigned: set[int] = field(default_factory=set)
+    rounds: int = 0
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]:
+        on_assign = self.rebalance.get("assign")
+        if self.to_assign and on_assign is not None:
+            self.topic = self.subscribed[0]
+            on_assign(self, [TopicPartition(self.topic, p) for p in self.to_assign])
+            self.assigned.update(self.to_assign)
+            self.to_assign = []
+        self.rounds += 1
+        if self.script is not None:
+            self.script()
+        out: list[FakeMessage] = []
+        for p in sorted(self.assigned - self.paused):
+            start = max(0, self.positions.get(p, 0))
+            for m in self.logs.get(p, ()):
+                if m._offset >= start and len(out) < num_messages:
+                    out.append(m)
+                    self.positions[p] = m._offset + 1
+        if not out:
+            if timeout > 0:
+                time.sleep(min(timeout, 0.002))
+            if self.on_drained is not None:
+                self.on_drained()
+        return out
+
+    def at_end(self) -> bool:
+        """Every assigned partition's log read to its end."""
+        return all(
+            self.positions.get(p, 0) > max((m._offset for m in log), default=-1)
+            for p, log in self.logs.items()
+            if p in self.assigned
+        )
+
+    def take_away(self, *partitions: int, lost: bool = False) -> None:
+        """The group takes `partitions` away (as inside `consume()`)."""
+        callback = self.rebalance["lost" if lost else "revoke"]
+        callback(self, [TopicPartition(self.topic, p) for p in partitions])
+        self.assigned.difference_update(partitions)

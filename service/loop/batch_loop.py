@@ -156,10 +156,10 @@ class BatchLoop:
             self._assignment[tp.partition] = TopicPartition(tp.topic, tp.partition)
         self._positions = list(self._assignment.values())
 
-    def revoke(self, partitions: Sequence[int]) -> None:
-        """Partitions taken away (revoked or lost): no longer stored or held.
-        Runs inside `consume()`, between batches: what was processed is stored
-        first, so the commit on revoke sends it."""
+    def revoke(self, partitions: Sequence[int], lost: bool = False) -> None:
+        """Partitions taken away (revoked or `lost`, alike here): no longer stored
+        or held. Runs inside `consume()`, between batches: what was processed is
+        stored first, so the commit on revoke sends it."""
         self.flush()
         for p in partitions:
             self._assignment.pop(p, None)

@@ -124,6 +124,7 @@ class LoopChoice:
             latency_sample_every=s.metrics.latency_sample_every,
             budget_s=p.message_budget_ms / 1000.0,
             grace_s=p.shutdown_timeout_s * GRACE_SHARE,
+            revoke_grace_s=p.revoke_grace_s,
             shadow=self._shadow,
         )
         topic = s.consumer.topic

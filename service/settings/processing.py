@@ -86,6 +86,11 @@ class ProcessingSettings(Section):
     past it the worker exits 1 with one line naming the address and the reason (0:
     wait for ever). A worker that has reached Kafka once retries for ever when its
     brokers go: a restart heals that, a wrong address never does."""
+    revoke_grace_s: Annotated[float, Field(ge=0, le=600)] = 5.0
+    """An async handler: how long a revoke waits for the revoked partitions'
+    messages in flight to finish (the rebalance waits meanwhile); what finished is
+    stored, the rest dropped and handled again by the next owner. Must stay under
+    half of `max_poll_interval_ms`, the rebalance's own limit."""
     shutdown_timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0
     """Longest wait for `close()` (commit, leave the group) at shutdown."""
     processes: Annotated[int, Field(ge=1, le=256)] = 1

@@ -216,6 +216,17 @@ class Settings(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _revoke_grace_under_poll_interval(self) -> Settings:
+        grace_ms = self.processing.revoke_grace_s * 1000
+        if grace_ms * 2 >= self.consumer.max_poll_interval_ms:
+            raise ValueError(
+                f"processing.revoke_grace_s={self.processing.revoke_grace_s:g} must "
+                "be under half of consumer.max_poll_interval_ms="
+                f"{self.consumer.max_poll_interval_ms}"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _framing_fits(self) -> Settings:
         c = self.codec
         budget = self.consumer.max_poll_interval_ms

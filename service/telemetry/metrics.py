@@ -59,6 +59,10 @@ MAX_E2E_LATENCY_S: Final = 30 * 24 * 3600.0
 """The oldest send time taken for a latency: 30 days. A stamp in seconds,
 milliseconds or microseconds instead of nanoseconds reads as ~1970, decades old."""
 
+LOOP_LAG_BUCKETS: Final = (0.001, 0.005, 0.025, 0.1, 0.25, 1.0, 5.0, 30.0)
+"""Event-loop lag: a pass over ready handlers takes well under 5 ms; 0.25 s and
+over is a handler holding the loop (`event_loop_blocked`)."""
+
 BATCH_BUCKETS: Final = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 
 
@@ -112,6 +116,15 @@ class Metrics:
             "second and the partitions were paused.",
             registry=registry,
         )
+        self.event_loop_lag = BatchHistogram(
+            "worker_event_loop_lag_seconds",
+            "An async handler's event loop: how late each of its slices between "
+            "consumer calls came back (a handler holding the loop without awaiting "
+            "shows here; the message budget cannot cut it).",
+            LOOP_LAG_BUCKETS,
+            [],
+            registry,
+        ).labels()
         self.e2e_latency = _E2ELatency(registry, codec).child
         """Fed raw ages in ns (`add_ages`); also exported, by reason, are the
         sampled messages whose latency was not observed."""

@@ -89,6 +89,12 @@ class TestSettings:
             load_settings({"processing": {key: value}})
 
 
+    def test_the_revoke_grace_stays_under_half_the_poll_interval(self) -> None:
+        assert load_settings().processing.revoke_grace_s == 5.0
+        with pytest.raises(ConfigError, match="revoke_grace_s=200 must be under half"):
+            load_settings({"processing": {"revoke_grace_s": 200}})
+
+
 class TestCpuTimed:
     """The CPU of the awaitable's own steps, not of its waits; the same result."""
 

@@ -219,17 +219,3 @@ class TestProbe:
 
         assert loop._path._step is basics.same_message
         assert stored(rig) == {0: 2}
-
-
-@pytest.mark.usefixtures("unfreeze")
-class TestUnconfirmedWrites:
-    """A write the broker refuses stops the worker with its offsets unstored."""
-
-    def test_a_refused_dead_letter_is_exit_1_and_nothing_stored(self) -> None:
-        from confluent_kafka import KafkaError
-
-        rig = Rig(logic=f"{HANDLERS}:refuse_gifts", max_attempts=1)
-        rig.producer.fail_with = lambda record: KafkaError(KafkaError._MSG_TIMED_OUT)
-        gift = next(i for i in range(20) if PAYLOADS[i]["gift"])
-        assert run(rig, [[msg(i) for i in range(gift + 1)]]) == 1
-        assert stored(rig) == {}

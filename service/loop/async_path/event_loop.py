@@ -7,6 +7,15 @@ worker), else asyncio's own. Measured with `make bench-async BENCH_ARGS=--loops`
 uvloop's took less CPU per message and ran faster on every codec tried, so it is
 the one the worker uses.
 
+`Slices` runs that loop between the worker's consumer calls, one slice at a time:
+every consumer call is made with the event loop stopped, so a rebalance callback
+(run inside `consume()`) can run the loop itself, to let a revoked partition's
+handlers finish. Each slice also measures how late the loop came back to the
+worker: a handler that holds the loop without awaiting (CPU work or a blocking call
+inside `async def`) shows there, as `worker_event_loop_lag_seconds` and a
+rate-limited `event_loop_blocked` line; the message budget, which cancels a
+handler where it awaits, cannot cut it.
+
 `CpuTimed` awaits a handler's awaitable step by step and adds up the thread's CPU
 time inside those steps only: the handler's own CPU, without the time it spent
 waiting for its awaits (the wall time less this is what it waited). Two
@@ -17,9 +26,22 @@ message in 32, as the sync loop times its decodes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Generator
+import math
+import time
+from collections.abc import Awaitable, Callable, Generator
 from time import thread_time_ns
-from typing import Any
+from typing import Any, Final
+
+import structlog
+
+from service.telemetry.log_setup import RateLimiter
+
+log = structlog.get_logger(__name__)
+
+BLOCKED_S: Final = 0.25
+"""A slice that comes back this late was held by a handler that did not await:
+reported (`event_loop_blocked`). Ten times what dispatching a 500-message batch
+whose handlers each run 50 us before their first await costs."""
 
 
 def new_event_loop(kind: str = "uvloop") -> asyncio.AbstractEventLoop:
@@ -31,6 +53,73 @@ def new_event_loop(kind: str = "uvloop") -> asyncio.AbstractEventLoop:
             return asyncio.new_event_loop()
         return uvloop.new_event_loop()
     return asyncio.new_event_loop()
+
+
+class Slices:
+    """Runs the event loop for slices of time; measures how late each comes back.
+
+    Args:
+        loop: the event loop (not running between slices).
+        budget_s: the message budget (0: none), for the report.
+        in_flight: how many messages are in flight (for the report).
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        budget_s: float,
+        in_flight: Callable[[], int],
+    ) -> None:
+        self.loop = loop
+        self._budget_s = budget_s
+        self._in_flight = in_flight
+        self._wakeable = False
+        self._woken = math.inf
+        """When `wake` ended the slice (inf: not yet)."""
+        self._limiter = RateLimiter()
+        self.lags: list[float] = []
+        """Each slice's lateness in seconds since they were last observed."""
+
+    def run(self, timeout: float) -> None:
+        """Run the loop until `timeout` (0: one pass over what is ready) or `wake`."""
+        loop, clock = self.loop, time.monotonic
+        self._wakeable = True
+        start, self._woken = clock(), math.inf
+        timer = loop.call_later(timeout, self.wake) if timeout else None
+        if timer is None:
+            loop.call_soon(self.wake)
+        loop.run_forever()
+        if timer is not None:
+            timer.cancel()
+        self._wakeable = False
+        lag = clock() - min(start + timeout, self._woken)
+        self.lags.append(lag if lag > 0 else 0.0)
+        if lag >= BLOCKED_S:
+            self._blocked(lag)
+
+    def wake(self) -> None:
+        """End the current slice after the loop's current pass (outside a slice:
+        nothing)."""
+        if self._wakeable:
+            self._wakeable = False
+            self._woken = time.monotonic()
+            self.loop.stop()
+
+    def _blocked(self, lag: float) -> None:
+        others = self._limiter.allow("event_loop_blocked")
+        if others is None:
+            return
+        budget = f"{self._budget_s:g} s" if self._budget_s else "none"
+        log.warning(
+            "event_loop_blocked",
+            blocked_s=round(lag, 3),
+            in_flight=self._in_flight(),
+            others_since_last=others,
+            why="a handler ran without awaiting (CPU work or a blocking call "
+            "inside async def): every message in flight waited, and the message "
+            f"budget ({budget}) cannot cut a handler there; run blocking work in a "
+            "thread (asyncio.to_thread)",
+        )
 
 
 class CpuTimed:

@@ -7,7 +7,10 @@ same messages with the same dead-letter headers. A handler that raises is retrie
 up to `max_attempts`, the back-off awaited (other messages go on meanwhile), each
 retry on the message decoded again: a retry never sees what an attempt changed
 (one decode per retry). A message past `budget_s` is cancelled where it awaits
-(`sweep`, every `SWEEP_S` of the loop) and set aside with reason `budget`.
+(`sweep`, every `SWEEP_S` of the loop) and set aside with reason `budget`. A
+framed message whose schema the registry could not give is neither handled nor
+set aside: `Entry.wait` is set, and its partition waits at it
+(`service.loop.async_path.lanes`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from service.loop.async_path.event_loop import CpuTimed
 from service.loop.async_path.inflight import Entry
 from service.loop.hotpath import _UNDECODED, MessagePath, Tally, _Unusable
 from service.loop.message_budget import OverBudget
+from service.loop.registry_wait import RegistryWait, wait_if_registry
 from service.telemetry.metrics import Metrics
 
 SAMPLE_EVERY: Final = 32
@@ -87,18 +91,20 @@ class Handling:
 
     async def handle(self, entry: Entry) -> None:
         """Decode the entry's message, then await the handler (retried on a fresh
-        decode): its result or its poison is set on the entry. A stop's
-        cancellation propagates (the message stays unfinished)."""
+        decode): its result, its poison or its registry wait is set on the entry.
+        A stop's cancellation propagates (the message stays unfinished)."""
         self._counter += 1
         sampled = self._counter % SAMPLE_EVERY == 0
-        obj = self._decoded(entry, sampled)
-        if obj is _UNDECODED:
-            return
         task = asyncio.current_task()
         assert task is not None  # noqa: S101 (always inside the loop's tasks)
-        self._running[entry] = (time.monotonic(), task)
         try:
+            obj = self._decoded(entry, sampled)
+            if obj is _UNDECODED:
+                return
+            self._running[entry] = (time.monotonic(), task)
             await self._attempts_of(entry, obj, sampled)
+        except RegistryWait as wait:
+            entry.wait = wait
         except asyncio.CancelledError:
             if entry not in self._over:
                 raise  # a stop: not done, never stored
@@ -142,6 +148,7 @@ class Handling:
                 try:
                     obj = self._path._fresh(m)
                 except Exception as again:  # it decoded once: a fluke, not lost
+                    wait_if_registry(m, again)  # the registry's failure: it waits
                     entry.poison = Poison.undecodable(m, self._codec, again)
                     return
                 continue

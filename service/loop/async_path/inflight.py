@@ -5,8 +5,11 @@ released: handled (its result or its dead letter kept on its `Entry`), and every
 message before it in its partition released too. Handlers finish in any order
 (`--ordering key|none`); `PartitionTrack.done_prefix` counts the finished messages
 at the front of the partition, the contiguous completed prefix, and only those are
-written, confirmed and stored (`service.loop.async_path.loop`). A partition taken away
-is marked not `live`: what its handlers still finish is dropped, never stored.
+written, confirmed and stored (`service.loop.async_path.loop`). Messages taken out
+of a track before they are released (their partition revoked, or rewound to a
+message the schema registry could not decode or to writes the broker did not
+acknowledge) are marked `dropped`: what their handlers still finish is ignored,
+never written or stored; the partition's next owner, or its rewind, reads them again.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from service.kafka.protocols import KafkaMessage
 class Entry:
     """One message in flight: what its handling came to, once `done`."""
 
-    __slots__ = ("done", "message", "out", "poison")
+    __slots__ = ("done", "dropped", "message", "out", "poison", "running", "wait")
 
     def __init__(self, message: KafkaMessage) -> None:
         self.message = message
@@ -32,19 +35,24 @@ class Entry:
         """The handler's result (None: nothing to write)."""
         self.poison: Poison | None = None
         """Set when the message goes to the dead-letter topic instead."""
+        self.wait: BaseException | None = None
+        """Set when the schema registry could not give its schema: its partition
+        waits at it (`service.loop.registry_wait`), neither done nor poison."""
         self.done = False
+        self.running = False
+        """Its handling has started and not ended."""
+        self.dropped = False
+        """Taken out of its track unreleased: its handling is skipped or ignored."""
 
 
 class PartitionTrack:
     """One partition's messages in flight, in the order `consume()` returned them
     (offset order: librdkafka delivers a partition's messages in order)."""
 
-    __slots__ = ("entries", "live")
+    __slots__ = ("entries",)
 
     def __init__(self) -> None:
         self.entries: deque[Entry] = deque()
-        self.live = True
-        """False once the partition was revoked or lost."""
 
     def add(self, message: KafkaMessage) -> Entry:
         """Track `message`, the partition's newest."""
@@ -60,6 +68,14 @@ class PartitionTrack:
                 break
             n += 1
         return n
+
+    def cut(self, entry: Entry | None = None) -> list[Entry]:
+        """Take out `entry` and every message after it (None: all of them)."""
+        entries = self.entries
+        at = 0 if entry is None else entries.index(entry)
+        out = [entries.pop() for _ in range(len(entries) - at)]
+        out.reverse()
+        return out
 
     def release(self, n: int) -> tuple[list[Entry], int]:
         """Drop the first `n` (done) messages; return them and the offset to store

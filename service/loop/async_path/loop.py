@@ -2,30 +2,31 @@
 
 An `async def` handler (or a callable returning an awaitable) runs here instead of
 in the sync batch loop (`service.loop.batch_loop`), which is left as it is. One
-thread runs the event loop (uvloop, `service.loop.async_path.event_loop`); every
-consumer call is made from it (librdkafka's batch consume is not safe beside a pause, resume or
-seek from another thread). Each round:
+thread runs both the consumer and the event loop (uvloop,
+`service.loop.async_path.event_loop`), taking turns: every consumer call is made
+with the event loop stopped (librdkafka's batch consume is not safe beside a pause,
+resume or seek from another thread), and the event loop runs in slices between
+them (`Slices`). Each round:
 
-1. `consume()`: blocking for the batch wait when nothing is in flight (no handler
-   to starve), else without waiting, for at most the room left under
-   `max_in_flight`;
-2. each message gets an `Entry` in its partition's `PartitionTrack` and goes to its
-   lane: `--ordering partition` handles a partition's messages one after another,
-   `key` those of one key of a partition (keyless ones share a lane), `none` every
-   message in a task of its own;
-3. the messages finished at the front of each partition (the contiguous completed
+1. the messages finished at the front of each partition (the contiguous completed
    prefix) are released (`service.loop.async_path.release`): their results and
    dead letters written and confirmed, then their offsets stored (exactly-once:
    one transaction with exactly those offsets), then counted in the metrics;
-4. wait up to the batch wait for the handlers (woken early when paused).
+2. `consume()`: blocking for the batch wait when nothing is in flight (no handler
+   to starve), else without waiting, for at most the room left under
+   `max_in_flight`;
+3. each message goes to its partition's track and its lane
+   (`service.loop.async_path.lanes`), and the event loop runs one pass (the new
+   handlers start);
+4. the event loop runs up to the batch wait (ended early at the bound once a
+   quarter of it finished).
 
 **Bounded.** Messages in flight (consumed, not released) never pass `max_in_flight`:
 `consume()` asks for the room left, and at the bound for nothing. Behind the input
 (no `consume()` came back short) and at the bound, for `PAUSE_AFTER_S`, every
 assigned partition is paused (librdkafka drops what it had fetched for them) and
-resumed once half of the bound is free; while paused,
-`consume()` is called each round, so rebalances and `max.poll.interval.ms` are
-served while handlers wait.
+resumed once half of the bound is free; while paused, `consume()` is called each
+round, so rebalances and `max.poll.interval.ms` are served while handlers wait.
 
 **Each attempt on the message as consumed.** A handler that raises is retried up to
 `max_attempts` with the same back-off as the sync loop's (awaited: other messages
@@ -33,13 +34,22 @@ go on meanwhile), each retry on the message decoded again (one decode per retry)
 then it is dead-lettered as a logic error. A message over `message_budget_ms` is
 cancelled where it awaits and dead-lettered with reason `budget` (checked every
 `SWEEP_S`); a handler that blocks the event loop without awaiting is not
-interrupted.
+interrupted: it is measured and reported (`Slices`).
 
-**Revoke and stop.** A revoke (inside `consume()`) releases and stores what is
-finished, then forgets the partition: its messages still in flight are not
-stored, and their handlers' results are dropped (the new owner handles them
-again: duplicates at most what was in flight). A stop waits up to `grace_s` for
-the handlers in flight, releases what finished and cancels the rest, unstored.
+**Held partitions, as in the sync loop** (`service.delivery.held_partitions`). A
+framed message whose schema the registry cannot give, and a release whose writes
+the broker does not acknowledge, hold their partition: paused and rewound (to the
+waiting message; to the release's first message), nothing stored past it, its
+later messages in flight dropped, `/readyz` 503 with the reason, retried after a
+back-off of 1 s doubling to 30 s; the other partitions go on.
+
+**Revoke and stop.** A revoke (inside `consume()`) runs the event loop for up to
+`revoke_grace_s` while the revoked partitions' handlers finish (the other
+partitions' go on meanwhile), releases and stores what finished (the contiguous
+prefix), then drops the rest unstored and cancels its handlers: their next owner
+handles them again. A lost partition is not waited for (another member may own it
+already). A stop waits up to `grace_s` for every handler in flight, releases what
+finished and cancels the rest, unstored.
 
 **Timed as the team's time.** `worker_handle_seconds` is each message's handler
 wall time, awaits included (every message); `worker_handle_cpu_seconds` the CPU
@@ -51,9 +61,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 import structlog
 from confluent_kafka import TopicPartition
@@ -62,11 +71,13 @@ from codec import Codec
 from schemas.errors import FatalError
 from service.delivery.dead_letters import PoisonHandler
 from service.delivery.gated_writes import ConfirmedProducer
+from service.delivery.held_partitions import Hold
 from service.delivery.transactions import Transactions
 from service.kafka.protocols import KafkaMessage, WorkerConsumer
-from service.loop.async_path.event_loop import new_event_loop
+from service.loop.async_path.event_loop import Slices, new_event_loop
 from service.loop.async_path.handling import SWEEP_S, Handling
-from service.loop.async_path.inflight import Entry, PartitionTrack, ReleasedPositions
+from service.loop.async_path.inflight import ReleasedPositions
+from service.loop.async_path.lanes import InFlight
 from service.loop.async_path.release import Release
 from service.loop.timer_overhead import clock_overhead_ns
 from service.telemetry.metrics import Metrics
@@ -76,7 +87,7 @@ log = structlog.get_logger(__name__)
 Ordering = str
 """`partition`, `key` or `none` (`ProcessingSettings.ordering`)."""
 
-PAUSE_AFTER_S = 1.0
+PAUSE_AFTER_S: Final = 1.0
 """How long the worker must stay behind its input before the partitions are
 paused. A pause drops what librdkafka had fetched for them, fetched again at the
 resume: pausing as soon as the bound was reached made a worker whose in-flight
@@ -84,12 +95,6 @@ messages hovered at the bound (100 awaiting 0.1 s each at 1,000 msg/s) pause 145
 times in 2.5 minutes and fall to 130 msg/s. Meanwhile nothing more is consumed
 than the bound allows, so librdkafka's prefetch queue (`queued_max_messages_kbytes`)
 is the most that waits."""
-
-
-class NoHold:
-    """The async path pauses for its bound, not for failed writes: never unready."""
-
-    reason: str | None = None
 
 
 class AsyncLoop:
@@ -115,6 +120,7 @@ class AsyncLoop:
         latency_sample_every: time the end-to-end latency of every k-th message.
         budget_s: the per-message budget (0: none).
         grace_s: how long a stop waits for the handlers in flight.
+        revoke_grace_s: how long a revoke waits for the revoked partitions'.
         loop_kind: `uvloop` or `asyncio`.
         shadow: the shadow decode's hook, called with each release's messages.
     """
@@ -140,6 +146,7 @@ class AsyncLoop:
         latency_sample_every: int = 1,
         budget_s: float = 0.0,
         grace_s: float = 5.0,
+        revoke_grace_s: float = 5.0,
         loop_kind: str = "uvloop",
         shadow: Callable[[Sequence[KafkaMessage]], None] | None = None,
     ) -> None:
@@ -157,11 +164,17 @@ class AsyncLoop:
             budget_s=budget_s,
             consumer_error=self._consumer_error,
         )
+        self._flight = InFlight(
+            self._handling, ordering, max_in_flight, self._consumer_error
+        )
+        self.hold = Hold(consumer, metrics)
         self._release = Release(
             consumer,
             codec,
             metrics,
             self._handling,
+            self.hold,
+            self._flight.drop,
             poison=poison,
             output=output,
             transactions=transactions,
@@ -174,79 +187,92 @@ class AsyncLoop:
         self._size = batch_size
         self._timeout = batch_timeout_s
         self._max = max_in_flight
-        self._ordering = ordering
         self._grace_s = grace_s
+        self._revoke_grace_s = revoke_grace_s
         self._loop_kind = loop_kind
-        self._topic = ""
+        self._slices: Slices | None = None
+        """The event loop's slices while `run` runs (None before and after)."""
         self._assignment: dict[int, TopicPartition] = {}
-        self._tracks: dict[int, PartitionTrack] = {}
-        self._lanes: dict[Any, deque[tuple[Entry, PartitionTrack]]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._in_flight = 0
-        self._finished = 0
         self._paused = False
-        self._failed: BaseException | None = None
-        """What a lane's or a message's task raised (a defect: `_ended`)."""
-        self._at_bound = False
-        """The in-flight messages were at the bound this round."""
         self._behind_since: float | None = None
         """Since when every `consume()` filled the room it asked for."""
-        self._wake: asyncio.Future[None] | None = None
-        self.hold = NoHold()
         self.heartbeat = time.monotonic()
 
-    # -- rebalance callbacks (inside consume(), on the loop's thread) ---------------
+    @property
+    def _in_flight(self) -> int:
+        return self._flight.count
+
+    # -- rebalance callbacks (inside consume(), the event loop stopped) ------------
 
     def assign(self, partitions: Sequence[Any]) -> None:
         """Partitions given to this consumer; paused at once if the bound is reached."""
         new = []
         for tp in partitions:
-            self._topic = tp.topic
+            self._flight.topic = tp.topic
             new.append(TopicPartition(tp.topic, tp.partition))
             self._assignment[tp.partition] = new[-1]
         if self._paused and new:
             self._consumer.pause(new)
 
-    def revoke(self, partitions: Sequence[int]) -> None:
-        """Partitions taken away: what finished is released and stored; the rest
-        is forgotten, never stored (its handlers' results are dropped)."""
+    def revoke(self, partitions: Sequence[int], lost: bool = False) -> None:
+        """Partitions taken away: their handlers get up to `revoke_grace_s` to
+        finish (none if `lost`), what finished is released and stored, the rest
+        dropped unstored and cancelled."""
+        tasks = self._flight.of(partitions)
+        slices = self._slices
+        if tasks and not lost and slices is not None and self._revoke_grace_s:
+            slices.loop.run_until_complete(
+                asyncio.wait(tasks, timeout=self._revoke_grace_s)
+            )
+        self._hold_waiting()
         self._settle()
         for p in partitions:
             self._assignment.pop(p, None)
-            track = self._tracks.pop(p, None)
-            if track is not None:
-                track.live = False
-                self._in_flight -= len(track.entries)
-                track.entries.clear()
+        if dropped := self._flight.forget(partitions):
+            log.warning(
+                "revoked_in_flight_dropped",
+                partitions=sorted(partitions),
+                messages=dropped,
+                waited_s=0.0 if lost else self._revoke_grace_s,
+            )
+        self.hold.forget(partitions)
 
     # -- the loop ---------------------------------------------------------------------
 
     def run(self, should_stop: Callable[[], bool], tick: Callable[[], None]) -> None:
-        """Run rounds on a new event loop until `should_stop()`; then finish."""
+        """Run rounds with a new event loop until `should_stop()`; then finish."""
         loop = new_event_loop(self._loop_kind)
+        self._slices = Slices(loop, self._handling.budget_s, lambda: self._in_flight)
+        self._flight.wake = self._slices.wake
         try:
-            loop.run_until_complete(self._main(should_stop, tick))
+            self._rounds(should_stop, tick)
+            self._stop(loop)
         finally:  # a failure: the handlers still in flight are cancelled, unstored
-            if left := list(self._tasks):
+            if left := list(self._flight.tasks):
                 for task in left:
                     task.cancel()
                 loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+            self._slices = None
             loop.close()
 
-    async def _main(
+    def _rounds(
         self, should_stop: Callable[[], bool], tick: Callable[[], None]
     ) -> None:
         consume, timeout = self._consumer.consume, self._timeout
+        flight, hold, slices = self._flight, self.hold, self._slices
+        assert slices is not None  # noqa: S101 (set by run)
         next_sweep = 0.0
         while not should_stop():
-            if self._failed is not None:
+            if flight.failed is not None:
                 raise FatalError(
-                    f"async loop failed: {self._failed!r}"
-                ) from self._failed
-            if self._finished:
+                    f"async loop failed: {flight.failed!r}"
+                ) from flight.failed
+            if flight.finished:
                 self._settle()
-            asked = self._pace(self._max - self._in_flight)
-            if not self._in_flight:  # nothing in flight to starve: wait here
+            if hold.active and not self._paused:
+                hold.due()
+            asked = self._pace(self._max - flight.count)
+            if not flight.count:  # nothing in flight to starve: wait here
                 msgs = consume(asked, timeout)
             elif asked:
                 msgs = consume(asked, 0)
@@ -256,7 +282,7 @@ class AsyncLoop:
                 self._behind_since = None  # caught up with the input
             if msgs:
                 self._dispatch(msgs)
-                await asyncio.sleep(0)  # the new handlers start
+                slices.run(0)  # the new handlers start
             elif self._shadow is not None:
                 self._shadow(())  # idle: its samples' delivery reports are served
             now = self.heartbeat = time.monotonic()
@@ -264,17 +290,29 @@ class AsyncLoop:
                 next_sweep = now + SWEEP_S
                 self._handling.sweep(now)
             tick()
-            if self._in_flight and len(msgs) < max(1, asked):
-                await self._wait(timeout)  # caught up, or full: let handlers run
-        await self._stop()
+            if flight.count and len(msgs) < max(1, asked):
+                slices.run(timeout)  # caught up, or full: let handlers run
+            self._hold_waiting()
+            if slices.lags:
+                self._m.event_loop_lag.observe_many(slices.lags)
+                slices.lags.clear()
+
+    def _dispatch(self, msgs: Sequence[KafkaMessage]) -> None:
+        hold = self.hold
+        self._hold_waiting()  # before any later message of a waiting partition
+        if hold.active:
+            msgs = hold.filter(msgs)  # fetched before their partition was paused
+        slices = self._slices
+        assert slices is not None  # noqa: S101 (set by run)
+        self._flight.dispatch(slices.loop, msgs)
 
     def _pace(self, room: int) -> int:
         """How many messages to ask for: the room left. Behind the input (every
         `consume()` since `_behind_since` filled the room it asked for, none came
         back short) and at the bound, for `PAUSE_AFTER_S`: the handlers are slower
-        than the input, and every assigned partition is paused; resumed once half
-        of the bound is free."""
-        self._at_bound = room <= 0
+        than the input, and every assigned partition is paused; resumed (all but
+        the held ones) once half of the bound is free."""
+        self._flight.at_bound = room <= 0
         now = time.monotonic()
         if self._behind_since is None:
             self._behind_since = now
@@ -285,104 +323,48 @@ class AsyncLoop:
                     self._consumer.pause(list(self._assignment.values()))
                 self._m.async_pauses.inc()
             return 0
-        if self._paused and self._in_flight <= self._max // 2:
+        if self._paused and self._flight.count <= self._max // 2:
             self._paused = False
             self._behind_since = None
-            if self._assignment:
-                self._consumer.resume(list(self._assignment.values()))
+            held = self.hold.held
+            if tps := [tp for p, tp in self._assignment.items() if p not in held]:
+                self._consumer.resume(tps)
         return min(self._size, room)
 
-    async def _wait(self, timeout: float) -> None:
-        """Until the timeout, or (at the bound) a quarter of it finished."""
-        loop = asyncio.get_running_loop()
-        self._wake = wake = loop.create_future()
-        timer = loop.call_later(timeout, _wake_up, wake)
-        try:
-            await wake
-        finally:
-            timer.cancel()
-            self._wake = None
-
-    def _dispatch(self, msgs: Sequence[KafkaMessage]) -> None:
-        tracks, lanes, ordering = self._tracks, self._lanes, self._ordering
-        create = asyncio.get_running_loop().create_task
-        for m in msgs:
-            err = m.error()
-            if err is not None:
-                self._consumer_error(err)
-                continue
-            p = m.partition() or 0
-            track = tracks.get(p)
-            if track is None:
-                track = tracks[p] = PartitionTrack()
-                self._topic = m.topic() or self._topic  # where its offsets go
-            entry = track.add(m)
-            self._in_flight += 1
-            if ordering == "none":
-                self._watch(create(self._handle(entry, track)))
-                continue
-            key = p if ordering == "partition" else (p, m.key())
-            lane = lanes.get(key)
-            if lane is not None:
-                lane.append((entry, track))
-                continue
-            lanes[key] = lane = deque(((entry, track),))
-            self._watch(create(self._drain(key, lane)))
-
-    def _watch(self, task: asyncio.Task[None]) -> None:
-        """Keep `task` referenced until it ends; a failure of the loop's own code
-        (a handler's exceptions are caught in `Handling`) stops the worker."""
-        self._tasks.add(task)
-        task.add_done_callback(self._ended)
-
-    def _ended(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and (exc := task.exception()) is not None:
-            self._failed = self._failed or exc
-            if self._wake is not None and not self._wake.done():
-                self._wake.set_result(None)
-
-    async def _drain(self, key: Any, lane: deque[tuple[Entry, PartitionTrack]]) -> None:
-        """Handle a lane's messages one after another (a revoked partition's are
-        skipped: the new owner handles them)."""
-        try:
-            while lane:
-                entry, track = lane[0]
-                if track.live:
-                    await self._handle(entry, track)
-                lane.popleft()
-        finally:
-            if self._lanes.get(key) is lane:
-                del self._lanes[key]
-
-    async def _handle(self, entry: Entry, track: PartitionTrack) -> None:
-        await self._handling.handle(entry)
-        entry.done = True
-        if track.live:
-            self._finished += 1
-            wake, full = self._wake, self._at_bound
-            if full and wake and not wake.done() and self._finished * 4 >= self._max:
-                wake.set_result(None)
+    def _hold_waiting(self) -> None:
+        """Pause and rewind each partition at its message whose schema the registry
+        could not give (`service.loop.registry_wait`); retried after the back-off."""
+        flight = self._flight
+        if not flight.waits:
+            return
+        waits, flight.waits = flight.waits, []
+        msgs = sorted(
+            (e.message for e in waits if e.message.partition() in self._assignment),
+            key=lambda m: m.offset() or 0,  # the earliest of a partition first
+        )
+        if msgs:
+            self.hold.fail(msgs, waits[0].wait or RuntimeError(), registry=True)
 
     def _settle(self) -> None:
-        self._finished = 0
-        self._in_flight -= self._release.settle(self._tracks, self._topic)
+        flight = self._flight
+        flight.finished = 0
+        released = self._release.settle(flight.tracks, flight.topic)
+        flight.count -= released  # after: a failed release drops its messages itself
 
     @property
     def processed(self) -> int:
         """Messages released (handled, written, stored) so far."""
         return self._release.processed
 
-    async def _stop(self) -> None:
+    def _stop(self, loop: asyncio.AbstractEventLoop) -> None:
         """Wait up to the grace period for the handlers in flight; release what
         finished; cancel the rest (never stored)."""
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=self._grace_s)
-        left = list(self._tasks)
-        for task in left:
-            task.cancel()
-        if left:
-            await asyncio.gather(*left, return_exceptions=True)
+        if tasks := list(self._flight.tasks):
+            loop.run_until_complete(asyncio.wait(tasks, timeout=self._grace_s))
+        if left := list(self._flight.tasks):
+            for task in left:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
             log.warning("handlers_cancelled_at_stop", tasks=len(left))
         self._settle()
 
@@ -391,8 +373,3 @@ class AsyncLoop:
         if err.fatal():
             raise FatalError(f"fatal consumer error: {err.name()}: {err.str()}")
         log.error("consumer_error", code=err.name(), error=err.str())
-
-
-def _wake_up(wake: asyncio.Future[None]) -> None:
-    if not wake.done():
-        wake.set_result(None)

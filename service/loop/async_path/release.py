@@ -7,9 +7,13 @@ written to the output topic and their dead letters to the DLQ (in offset order,
 whatever order the handlers finished in), both confirmed by the broker, and only
 then their offsets stored; with exactly-once, the writes and exactly those offsets
 go in one transaction (`service.delivery.transactions`, which reads the released
-offsets through `ReleasedPositions`). A write that is not confirmed stops the
-worker (`FatalError`, exit status 1) with those offsets unstored: a restart
-handles the messages again. The metrics are updated once per release.
+offsets through `ReleasedPositions`). A write that is not confirmed (refused, not
+acknowledged in time, or left at a stop) is handled as the sync loop handles it
+(`service.delivery.held_partitions`): nothing of the release is stored or
+counted, each of its partitions is rewound to its first unreleased message and
+paused (exactly-once, after a new producer: to the group's committed offset), its
+messages in flight are dropped, and it is read and handled again after the
+back-off; `/readyz` says why meanwhile. The metrics are updated once per release.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ import structlog
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from codec import Codec
-from schemas.errors import DeliveryError, FatalError
+from schemas.errors import DeliveryError
 from service.delivery.dead_letters import Poison, PoisonHandler
 from service.delivery.gated_writes import ConfirmedProducer
+from service.delivery.held_partitions import Hold
 from service.delivery.outputs import emitter
 from service.delivery.transactions import NoTransactions, Transactions
 from service.kafka.headers import sent_ages
@@ -44,6 +49,8 @@ class Release:
         codec: the output codec (the worker's).
         metrics: the worker's metrics.
         handling: whose timing samples are observed at each release.
+        hold: where partitions whose writes were not confirmed are held.
+        drop: takes messages out of flight unreleased (`InFlight.drop`).
         poison: where dead letters go.
         output: the output producer and topic, None for none.
         transactions: exactly-once's, None for at-least-once.
@@ -60,6 +67,8 @@ class Release:
         codec: Codec[Any],
         metrics: Metrics,
         handling: Handling,
+        hold: Hold,
+        drop: Callable[[list[Entry]], None],
         *,
         poison: PoisonHandler,
         output: tuple[ConfirmedProducer, str] | None,
@@ -73,6 +82,8 @@ class Release:
         self._codec = codec.name
         self._m = metrics
         self._handling = handling
+        self._hold = hold
+        self._drop = drop
         self._poison = poison
         self._output = output
         self._emit = None if output is None else emitter(codec, *output, results=True)
@@ -85,11 +96,8 @@ class Release:
         self.processed = 0
 
     def settle(self, tracks: Mapping[int, PartitionTrack], topic: str) -> int:
-        """Release each partition's finished prefix; return how many messages.
-
-        Raises:
-            FatalError: a write was not confirmed (nothing of it stored).
-        """
+        """Release each partition's finished prefix; return how many messages
+        (none if its writes were not confirmed: then held, see the module)."""
         ready = [(p, t, n) for p, t in tracks.items() if (n := t.done_prefix())]
         if not ready:
             return 0
@@ -101,14 +109,8 @@ class Release:
                 self._positions.released = released
             self._txn.commit([TopicPartition(topic, p) for p in released], {})
         except DeliveryError as exc:
-            self._txn.abort()
-            self._poison.abandon()
-            if self._output is not None:
-                self._output[0].abandon()
-            raise FatalError(
-                f"writes not confirmed ({exc}): the worker stops with their "
-                "offsets unstored, so a restart handles those messages again"
-            ) from None
+            self._unconfirmed(ready, exc)
+            return 0
         entries: list[Entry] = []
         offsets = []
         for p, track, n in ready:
@@ -116,10 +118,27 @@ class Release:
             entries += done
             offsets.append(TopicPartition(topic, p, offset))
         self._store(offsets)
+        if self._hold.active:  # a rewound partition handled again: healed
+            self._hold.confirmed([e.message for e in entries])
         self._observe(entries)
         if self._shadow is not None:  # the released messages, as the sync loop's batch
             self._shadow([e.message for e in entries])
         return len(entries)
+
+    def _unconfirmed(
+        self, ready: list[tuple[int, PartitionTrack, int]], exc: DeliveryError
+    ) -> None:
+        """Nothing of the release stored: its partitions rewound to their first
+        unreleased message, paused, their messages in flight dropped."""
+        rewind = self._txn.abort()
+        self._poison.abandon()
+        if self._output is not None:
+            self._output[0].abandon()
+        firsts = []
+        for _p, track, _n in ready:
+            firsts.append(track.entries[0].message)
+            self._drop(track.cut())
+        self._hold.fail(firsts, exc, rewind)
 
     def _write(self, ready: list[tuple[int, PartitionTrack, int]]) -> None:
         """Write the released results and dead letters; wait for their acks."""
