@@ -1,12 +1,18 @@
 """The async path's parts: telling an async handler, its settings, the CPU timer,
-the contiguous prefix, the positions exactly-once commits, the first-call probe."""
+its own thread, the contiguous prefix, the positions exactly-once commits, the
+first-call probe."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
+import signal
+import sys
+import threading
 import time
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -14,7 +20,7 @@ from confluent_kafka import OFFSET_INVALID, TopicPartition
 
 from schemas.errors import ConfigError
 from service.logic.user_handler import FirstCallProbe, awaits, load_handler
-from service.loop.async_path.event_loop import CpuTimed, new_event_loop
+from service.loop.async_path.event_loop import CpuTimed, new_event_loop, on_own_thread
 from service.loop.async_path.inflight import PartitionTrack, ReleasedPositions
 from service.settings.worker import load_settings
 from tests.fakes import FakeConsumer, FakeMessage
@@ -88,7 +94,6 @@ class TestSettings:
         with pytest.raises(ConfigError, match=f"processing.{key}"):
             load_settings({"processing": {key: value}})
 
-
     def test_the_revoke_grace_stays_under_half_the_poll_interval(self) -> None:
         assert load_settings().processing.revoke_grace_s == 5.0
         with pytest.raises(ConfigError, match="revoke_grace_s=200 must be under half"):
@@ -133,6 +138,67 @@ class TestCpuTimed:
 
 async def _await(aw: Any) -> Any:
     return await aw
+
+
+CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("CALLER")
+WAITING = ["wait", "wait", "on_own_thread"]
+"""The innermost calls of a thread in `on_own_thread`'s wait for its thread (an
+`Event`'s `wait`, its `Condition`'s)."""
+
+
+def _calls(frame: FrameType | None) -> list[str]:
+    names = []
+    while frame is not None:
+        names.append(frame.f_code.co_name)
+        frame = frame.f_back
+    return names
+
+
+class TestOwnThread:
+    """`on_own_thread`: off the main thread, in the caller's context; what it
+    raised is raised to the caller; a signal handler that raises abandons it."""
+
+    def test_off_the_main_thread_in_the_callers_context(self) -> None:
+        seen: list[tuple[bool, str]] = []
+        CALLER.set("worker")
+
+        def run() -> None:
+            main = threading.current_thread() is threading.main_thread()
+            seen.append((main, CALLER.get("none")))
+
+        on_own_thread(run, lambda: None)
+        assert seen == [(False, "worker")]
+
+    def test_what_it_raised_is_raised_to_the_caller(self) -> None:
+        def run() -> None:
+            raise ConfigError("broken")
+
+        with pytest.raises(ConfigError, match="broken"):
+            on_own_thread(run, lambda: None)
+
+    def test_a_raising_signal_handler_abandons_it_and_waits_for_it(self) -> None:
+        abandoned = threading.Event()
+        finished: list[bool] = []
+
+        main = threading.main_thread().ident or 0
+
+        def run() -> None:
+            while _calls(sys._current_frames()[main])[:3] != WAITING:
+                time.sleep(0.001)  # until the caller waits for this thread
+            signal.pthread_kill(main, signal.SIGUSR1)
+            abandoned.wait(60)  # a bound for a broken build, not a timing
+            finished.append(abandoned.is_set())
+
+        def raises(_signum: int, _frame: object) -> None:
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGUSR1, raises)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                on_own_thread(run, abandoned.set)
+        finally:
+            signal.signal(signal.SIGUSR1, previous)
+        assert finished == [True]  # ended by `abandon`, before the raise went on
 
 
 class TestPrefix:

@@ -4,12 +4,15 @@ stored for the contiguous completed prefix only, retried on the message as consu
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from service.loop.async_path import loop as loop_module
+from service.loop.async_path.event_loop import Slices
 from service.loop.async_path.loop import AsyncLoop
 from service.loop.batch_loop import BatchLoop
 from tests.fakes import FakeMessage
@@ -31,9 +34,22 @@ async def recorder(order: Any) -> None:
     SEEN.append((0, 0))
 
 
+CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("CALLER")
+WHERE: list[tuple[bool, str]] = []
+"""For each message `where`'s handler took: (on the main thread, CALLER's value)."""
+
+
+async def where(order: Any) -> None:
+    await asyncio.sleep(0)
+    WHERE.append(
+        (threading.current_thread() is threading.main_thread(), CALLER.get(""))
+    )
+
+
 @pytest.fixture(autouse=True)
 def _reset() -> Iterator[None]:
     SEEN.clear()
+    WHERE.clear()
     RUNNING.clear()
     PEAK.clear()
     yield
@@ -91,6 +107,43 @@ class TestAwaited:
         assert run(rig, [[msg(0), msg(1)]]) == 0
         assert isinstance(rig.worker.loop, kind)
         assert stored(rig) == {0: 2}
+
+
+@pytest.mark.usefixtures("unfreeze")
+class TestRounds:
+    """The consumer and the event loop take turns on a thread of their own, one
+    slice of the event loop a round: a pass while behind, else the batch wait."""
+
+    def test_off_the_main_thread_in_the_workers_context(self) -> None:
+        rig = Rig(logic=f"{__name__}:where")
+        CALLER.set("worker")
+        assert run(rig, [[msg(0), msg(1)], [msg(2)]]) == 0
+        assert WHERE == [(False, "worker")] * 3
+        assert stored(rig) == {0: 3}
+
+    def test_one_slice_a_round(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        rounds: list[tuple[int, list[float]]] = []  # (messages, slices' timeouts)
+
+        class Counted(Slices):
+            def run(self, timeout: float) -> None:
+                rounds[-1][1].append(timeout)
+                super().run(timeout)
+
+        monkeypatch.setattr(loop_module, "Slices", Counted)
+        rig = Rig(logic=f"{__name__}:recorder", batch_size=2, batch_timeout_ms=50)
+        consume = rig.consumer.consume
+
+        def counted(num_messages: int = 1, timeout: float = -1) -> list[Any]:
+            msgs = consume(num_messages, timeout)
+            rounds.append((len(msgs), []))
+            return msgs
+
+        rig.consumer.consume = counted  # type: ignore[method-assign]
+        assert run(rig, [[msg(0), msg(1)], [msg(2)], []]) == 0
+        assert len(SEEN) == 3
+        slices = [timeouts for n, timeouts in rounds if n]
+        assert slices == [[0], [0.05]]  # behind: a pass; caught up: the wait
+        assert all(len(timeouts) <= 1 for _n, timeouts in rounds)
 
 
 @pytest.mark.usefixtures("unfreeze")

@@ -16,6 +16,13 @@ inside `async def`) shows there, as `worker_event_loop_lag_seconds` and a
 rate-limited `event_loop_blocked` line; the message budget, which cancels a
 handler where it awaits, cannot cut it.
 
+`on_own_thread` runs the async path on a thread of its own, not the main one: on
+the main thread uvloop sets up and tears down its signal handling at every
+`run_forever` (a socket pair, the wakeup fd), 15-20 us a slice on this machine
+against 2-3 us off it; asyncio's loop costs 4-5 us either way (best of 10 x 5,000
+`call_soon(stop); run_forever()`, docs/benchmarks.md). The main thread waits for it
+and runs the signal handlers meanwhile, which only ask the loop to stop.
+
 `CpuTimed` awaits a handler's awaitable step by step and adds up the thread's CPU
 time inside those steps only: the handler's own CPU, without the time it spent
 waiting for its awaits (the wall time less this is what it waited). Two
@@ -26,7 +33,9 @@ message in 32, as the sync loop times its decodes.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import math
+import threading
 import time
 from collections.abc import Awaitable, Callable, Generator
 from time import thread_time_ns
@@ -53,6 +62,36 @@ def new_event_loop(kind: str = "uvloop") -> asyncio.AbstractEventLoop:
             return asyncio.new_event_loop()
         return uvloop.new_event_loop()
     return asyncio.new_event_loop()
+
+
+def on_own_thread(run: Callable[[], None], abandon: Callable[[], None]) -> None:
+    """Call `run()` on a new thread (the caller's context variables, the log's bound
+    fields among them, go along), wait for it, and raise what it raised. Signal
+    handlers run in the waiting thread meanwhile; one that raises there calls
+    `abandon()` (which must make `run` return soon), waits for `run` to end, and
+    its exception goes on.
+    """
+    failed: list[BaseException] = []
+    done = threading.Event()
+
+    def call() -> None:
+        try:
+            run()
+        except BaseException as exc:  # handed to the waiting thread
+            failed.append(exc)
+        finally:
+            done.set()
+
+    context = contextvars.copy_context()
+    threading.Thread(target=context.run, args=(call,), name="async-loop").start()
+    try:
+        done.wait()
+    except BaseException:
+        abandon()
+        done.wait()
+        raise
+    if failed:
+        raise failed[0]
 
 
 class Slices:

@@ -6,7 +6,8 @@ thread runs both the consumer and the event loop (uvloop,
 `service.loop.async_path.event_loop`), taking turns: every consumer call is made
 with the event loop stopped (librdkafka's batch consume is not safe beside a pause,
 resume or seek from another thread), and the event loop runs in slices between
-them (`Slices`). Each round:
+them (`Slices`). That thread is not the main one (`on_own_thread`: a slice of uvloop's
+costs a seventh as much off it). Each round:
 
 1. the messages finished at the front of each partition (the contiguous completed
    prefix) are released (`service.loop.async_path.release`): their results and
@@ -16,10 +17,10 @@ them (`Slices`). Each round:
    to starve), else without waiting, for at most the room left under
    `max_in_flight`;
 3. each message goes to its partition's track and its lane
-   (`service.loop.async_path.lanes`), and the event loop runs one pass (the new
-   handlers start);
-4. the event loop runs up to the batch wait (ended early at the bound once a
-   quarter of it finished).
+   (`service.loop.async_path.lanes`);
+4. the event loop runs: one pass (the new handlers start) if `consume()` filled
+   the room it asked for, else up to the batch wait (ended early at the bound once
+   a quarter of it finished).
 
 **Bounded.** Messages in flight (consumed, not released) never pass `max_in_flight`:
 `consume()` asks for the room left, and at the bound for nothing. Behind the input
@@ -60,6 +61,7 @@ in 32 as in the sync loop.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final
@@ -74,7 +76,7 @@ from service.delivery.gated_writes import ConfirmedProducer
 from service.delivery.held_partitions import Hold
 from service.delivery.transactions import Transactions
 from service.kafka.protocols import KafkaMessage, WorkerConsumer
-from service.loop.async_path.event_loop import Slices, new_event_loop
+from service.loop.async_path.event_loop import Slices, new_event_loop, on_own_thread
 from service.loop.async_path.handling import SWEEP_S, Handling
 from service.loop.async_path.inflight import ReleasedPositions
 from service.loop.async_path.lanes import InFlight
@@ -240,7 +242,15 @@ class AsyncLoop:
     # -- the loop ---------------------------------------------------------------------
 
     def run(self, should_stop: Callable[[], bool], tick: Callable[[], None]) -> None:
-        """Run rounds with a new event loop until `should_stop()`; then finish."""
+        """Run rounds with a new event loop until `should_stop()`, then finish, on
+        a thread of the loop's own (`on_own_thread`); raise what it raised."""
+        abandoned = threading.Event()  # a signal handler raised: stop now
+        on_own_thread(
+            lambda: self._run(lambda: abandoned.is_set() or should_stop(), tick),
+            abandoned.set,
+        )
+
+    def _run(self, should_stop: Callable[[], bool], tick: Callable[[], None]) -> None:
         loop = new_event_loop(self._loop_kind)
         self._slices = Slices(loop, self._handling.budget_s, lambda: self._in_flight)
         self._flight.wake = self._slices.wake
@@ -282,7 +292,6 @@ class AsyncLoop:
                 self._behind_since = None  # caught up with the input
             if msgs:
                 self._dispatch(msgs)
-                slices.run(0)  # the new handlers start
             elif self._shadow is not None:
                 self._shadow(())  # idle: its samples' delivery reports are served
             now = self.heartbeat = time.monotonic()
@@ -290,8 +299,8 @@ class AsyncLoop:
                 next_sweep = now + SWEEP_S
                 self._handling.sweep(now)
             tick()
-            if flight.count and len(msgs) < max(1, asked):
-                slices.run(timeout)  # caught up, or full: let handlers run
+            if flight.count:  # behind: one pass; caught up or at the bound: the wait
+                slices.run(timeout if len(msgs) < max(1, asked) else 0)
             self._hold_waiting()
             if slices.lags:
                 self._m.event_loop_lag.observe_many(slices.lags)
