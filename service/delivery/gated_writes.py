@@ -20,7 +20,9 @@ from typing import Any, Final
 from confluent_kafka import KafkaError, KafkaException
 
 from schemas.errors import CodecError, DeliveryError
+from service.delivery.letter_ladder import REFUSED_AS_IS, Spool, essentials
 from service.delivery.transactions import transactional_id
+from service.delivery.unreadable import UnreadableBatch
 from service.kafka.admin_topics import Topics
 from service.kafka.protocols import Headers, KafkaMessage, KafkaProducer
 from service.settings.worker import Settings
@@ -39,7 +41,9 @@ _NO_TOPIC: Final = frozenset(
 WORKER_ID: Final = f"{socket.gethostname()}-{os.getpid()}"
 
 
-_OWN_KEYS: Final = frozenset({"droppable", "dropped"})
+_OWN_KEYS: Final = frozenset(
+    {"droppable", "dropped", "level", "acked", "original_value", "original_headers"}
+)
 """Keys of a queued record that are this class's bookkeeping, not the client's."""
 _BATCH_SIZE: Final = 1_000_000
 """librdkafka's default `batch.size`."""
@@ -87,7 +91,8 @@ def dead_letter_headers(
     """The original headers plus `x-dlq-*` error context (never payload values).
 
     A logic error's letter also says how many attempts the logic made
-    (`x-dlq-attempts`, the retry budget)."""
+    (`x-dlq-attempts`, the retry budget); an unreadable range's names its first
+    and last offsets (`x-dlq-offset`, `x-dlq-last-offset`)."""
     if isinstance(error, CodecError):
         reason, exc_type, text = error.reason, error.cause_type, str(error)
     else:  # a LogicError, whose text never quotes input (see service/delivery/dead_letters.py)
@@ -95,7 +100,12 @@ def dead_letter_headers(
         reason = "logic"
         exc_type = f"{type(cause).__module__}.{type(cause).__qualname__}"
         text = str(error)
-    headers: Headers = list(msg.headers() or ())
+    offset = msg.offset()
+    if isinstance(error, UnreadableBatch):
+        offset = error.start
+        headers: Headers = [(DLQ_PREFIX + "last-offset", str(error.last).encode())]
+    else:
+        headers = list(msg.headers() or ())
     headers += [
         (DLQ_PREFIX + "reason", reason.encode()),
         (DLQ_PREFIX + "stage", stage.encode()),
@@ -104,7 +114,7 @@ def dead_letter_headers(
         (DLQ_PREFIX + "codec", codec.encode()),
         (DLQ_PREFIX + "topic", (msg.topic() or "").encode()),
         (DLQ_PREFIX + "partition", str(msg.partition()).encode()),
-        (DLQ_PREFIX + "offset", str(msg.offset()).encode()),
+        (DLQ_PREFIX + "offset", str(offset).encode()),
         (DLQ_PREFIX + "timestamp", str(msg.timestamp()[1]).encode()),
         (DLQ_PREFIX + "group", group.encode()),
         (DLQ_PREFIX + "worker", WORKER_ID.encode()),
@@ -117,9 +127,11 @@ def dead_letter_headers(
 class ConfirmedProducer:
     """A producer whose writes are confirmed together, once per batch.
 
-    A dead letter too large for the producer or the topic is written again without
-    its value (`droppable` writes only): its headers keep the original's size and
-    sha256, so oversize poison never stops the group and still leaves a trace.
+    A dead letter (`droppable` writes only) the producer or the topic refuses for
+    what it is (too large, a timestamp or record the topic does not take) is
+    written again without its value, then cut to its essentials, and at last
+    spooled to a local file (`service.delivery.letter_ladder`): poison never stops
+    the group and always leaves a trace.
 
     Args:
         producer: an idempotent confluent-kafka producer.
@@ -130,6 +142,8 @@ class ConfirmedProducer:
             waiting within `_SLICE_S` and the batch is left unstored (its
             messages are read again), so a stalled broker cannot hold a SIGTERM
             for the whole delivery timeout.
+        spool: where a dead letter refused even cut to its essentials goes;
+            None: such a write fails like any other (`DeliveryError`).
     """
 
     def __init__(
@@ -137,6 +151,7 @@ class ConfirmedProducer:
         producer: KafkaProducer,
         timeout_s: float,
         interrupted: Callable[[], bool] | None = None,
+        spool: Spool | None = None,
     ) -> None:
         self._producer = producer
         self._timeout_s = timeout_s
@@ -144,32 +159,55 @@ class ConfirmedProducer:
         self._pending: dict[str, int] = {}
         self._failed: list[tuple[Any, dict[str, Any]]] = []
         self._epoch = 0
+        self._spool = spool
         self.values_dropped = 0
         """Dead letters acknowledged without their value so far (see the class)."""
+        self.cut = 0
+        """Dead letters acknowledged cut to their essentials so far."""
+        self.spooled = 0
+        """Dead letters spooled to the local file so far."""
 
     @property
     def pending(self) -> int:
         """Writes produced and not yet acknowledged or failed."""
         return sum(self._pending.values())
 
-    def produce(self, topic: str, *, droppable: bool = False, **record: Any) -> None:
+    def produce(
+        self,
+        topic: str,
+        *,
+        droppable: bool = False,
+        acked: Callable[[], None] | None = None,
+        **record: Any,
+    ) -> None:
         """Queue one record; its delivery is checked by the next `confirm`.
+
+        Args:
+            topic: where it goes.
+            droppable: a dead letter (see the class).
+            acked: called once the broker has the record, even after `abandon`
+                (it landed: the caller need not write it again).
+            **record: the client's `produce` arguments.
 
         Raises:
             DeliveryError: the client refused the record (not retried here).
         """
         record["topic"] = topic
         record["droppable"] = droppable
+        record["acked"] = acked
         epoch = self._epoch
 
         def on_delivery(err: Any, _msg: Any) -> None:
+            if err is None and acked is not None:
+                acked()
             if epoch != self._epoch:  # abandoned: its batch is processed again
                 return
             self._pending[topic] -= 1
             if err is not None:
                 self._failed.append((err, record))
-            elif record.get("dropped"):
-                self.values_dropped += 1
+            else:
+                self.values_dropped += bool(record.get("dropped"))
+                self.cut += record.get("level", 1) == 3
 
         while True:
             try:
@@ -182,8 +220,11 @@ class ConfirmedProducer:
                 self._producer.poll(0.05)
             except KafkaException as exc:  # refused before queueing (size, config)
                 err = exc.args[0]
-                if self._dropped_value(err, record):
+                step = self._step_down(err, record)
+                if step == "again":
                     continue
+                if step == "spooled":
+                    return
                 raise DeliveryError(_refused(topic, err)) from None
         self._pending[topic] = self._pending.get(topic, 0) + 1
 
@@ -232,29 +273,66 @@ class ConfirmedProducer:
         self._pending = {}
         self._failed = []
 
-    def _dropped_value(self, err: Any, record: dict[str, Any]) -> bool:
-        """Strip a too-large dead letter's value in place; True if it was."""
+    def _step_down(self, err: Any, record: dict[str, Any]) -> str | None:
+        """A dead letter refused for what it is: the next step of the ladder
+        (`service.delivery.letter_ladder`), applied to `record` in place.
+
+        Returns:
+            "again" to write it again, "spooled" if it went to the spool, None if
+            the refusal is not the letter's to answer (not a dead letter, or an
+            error of the topic or the cluster).
+
+        Raises:
+            DeliveryError: the spool could not be written either.
+        """
+        if not record["droppable"] or err.code() not in REFUSED_AS_IS:
+            return None
+        if err.code() == KafkaError.INVALID_TIMESTAMP and record.get("timestamp"):
+            record.pop("timestamp")  # the topic's time rule: x-dlq-timestamp keeps it
+            return "again"
+        level = record.get("level", 1)
         value = record.get("value")
-        if err.code() != KafkaError.MSG_SIZE_TOO_LARGE or not value:
-            return False
-        if not record["droppable"]:
-            return False
-        record["headers"] = [
-            *record.get("headers", ()),
-            (DLQ_PREFIX + "value-dropped-bytes", str(len(value)).encode()),
-            (DLQ_PREFIX + "value-sha256", hashlib.sha256(value).hexdigest().encode()),
-            (DLQ_PREFIX + "value-dropped-reason", err.name().encode()),
-        ]
-        record["value"] = None
-        record["dropped"] = True
-        return True
+        if level == 1 and value:
+            record["headers"] = [
+                *record.get("headers", ()),
+                (DLQ_PREFIX + "value-dropped-bytes", str(len(value)).encode()),
+                (
+                    DLQ_PREFIX + "value-sha256",
+                    hashlib.sha256(value).hexdigest().encode(),
+                ),
+                (DLQ_PREFIX + "value-dropped-reason", err.name().encode()),
+            ]
+            record["original_value"] = value
+            record["value"] = None
+            record["dropped"] = True
+            record["level"] = 2
+            return "again"
+        if level < 3:
+            record["original_headers"] = record.get("headers")
+            essentials(record, err.name())
+            return "again"
+        if self._spool is None:
+            return None
+        try:
+            self._spool.write(record, err.name())
+        except OSError as exc:
+            raise DeliveryError(
+                f"dead letter refused by {record['topic']!r} ({err.name()}) even "
+                f"cut to its essentials, and the spool {self._spool.path} cannot be "
+                f"written: {exc}"
+            ) from None
+        self.spooled += 1
+        return "spooled"
 
     def _retry_or_raise(self) -> None:
         failed, self._failed = self._failed, []
         for err, record in failed:
-            if self._dropped_value(err, record):
+            step = self._step_down(err, record)
+            if step == "again":
                 topic = record.pop("topic")
                 self.produce(topic, **record)
+                continue
+            if step == "spooled":
                 continue
             raise DeliveryError(_refused(record["topic"], err))
 

@@ -24,6 +24,7 @@ from typing import Any, Final
 import structlog
 from confluent_kafka import KafkaException, TopicPartition
 
+from service.kafka.batch_probe import is_unreadable
 from service.kafka.protocols import KafkaMessage
 from service.telemetry.metrics import Metrics
 
@@ -78,7 +79,12 @@ class Hold:
         rewind = rewind or {}
         for m in msgs:
             partition: Any = m.partition()
-            if m.error() is None and partition not in firsts:
+            # An error in place of a partition's data (an unreadable batch whose
+            # letter was not written) names the offset to read again too.
+            if partition is not None and partition >= 0 and partition not in firsts:
+                err = m.error()
+                if err is not None and not is_unreadable(err, partition, m.offset()):
+                    continue
                 topic: Any = m.topic()
                 offset: Any = rewind.get(partition, m.offset())
                 firsts[partition] = TopicPartition(topic, partition, offset)

@@ -112,6 +112,8 @@ class Transactions:
             `transactional.id`); None: an unusable producer stops the worker.
         replaced: told each new producer (the batch's writes go through it).
         grace_s: how long past `timeout_s` a call may take before it is stuck.
+        skips: the batch's partitions moved past unreadable ranges, with the
+            offset to commit for each (`PoisonHandler.skips`).
     """
 
     def __init__(
@@ -123,7 +125,9 @@ class Transactions:
         renew: Callable[[], Any] | None = None,
         replaced: Callable[[Any], None] | None = None,
         grace_s: float = GRACE_S,
+        skips: Callable[[], Sequence[Any]] = tuple,
     ) -> None:
+        self._skips = skips
         self.producer = producer
         self._consumer = consumer
         self._timeout_s = timeout_s
@@ -180,6 +184,14 @@ class Transactions:
                 for tp in self._consumer.position(list(positions))
                 if tp.offset >= 0 and tp.partition not in held
             ]
+        if skipped := self._skips():  # past their unreadable ranges
+            moved = {
+                s.partition: TopicPartition(s.topic, s.partition, s.offset)
+                for s in skipped
+            }
+            done = [tp for tp in done if tp.partition not in moved] + list(
+                moved.values()
+            )
         try:
             if done:
                 metadata = self._consumer.consumer_group_metadata()

@@ -91,8 +91,10 @@ class MessagePath:
         step: the logic for one message, None for none (`noop`).
         emit: writes a result downstream, None for no output topic.
         max_payload_bytes: larger values are rejected before decoding.
-        consumer_error: called with a consumer error delivered in place of a
-            message (counts it; raises `FatalError` if it is fatal).
+        consumer_error: called with a message whose `error()` is set (counts and
+            logs it; raises `FatalError` if it is fatal); returns the `Poison`
+            for a range of unreadable data, else None
+            (`service.delivery.unreadable`).
         retried: called once per logic retry (the retry metric).
         max_attempts: attempts of `step` per message before it is dead-lettered.
         retry_backoff_s: the pause before the first retry, doubled after each.
@@ -105,7 +107,7 @@ class MessagePath:
         step: Step | None,
         emit: Emit | None,
         max_payload_bytes: int,
-        consumer_error: Callable[[Any], None],
+        consumer_error: Callable[[KafkaMessage], Poison | None],
         retried: Callable[[], None],
         max_attempts: int = 1,
         retry_backoff_s: float = 0.0,
@@ -283,10 +285,11 @@ class MessagePath:
             header wins over the value's first bytes, as in confluent-kafka's
             `dual_schema_id_deserializer`): the loop goes on with it.
         """
-        err = m.error()
-        if err is not None:
-            tally.errors += 1
-            self._consumer_error(err)
+        if m.error() is not None:
+            if (unreadable := self._consumer_error(m)) is None:
+                tally.errors += 1
+            else:
+                tally.poison.append(unreadable)
             return _UNDECODED
         value = m.value()
         if isinstance(exc, OverBudget):

@@ -258,10 +258,21 @@ class Settings(BaseModel):
     def message_budget(self) -> tuple[float, Path | None]:
         """The per-message budget in seconds and its backstop's record file, one per
         group, topic and worker index."""
+        return self.processing.message_budget_ms / 1000.0, self._state_file(
+            self.processing.budget_state_dir, "inhand"
+        )
+
+    def dead_letter_spool(self) -> Path:
+        """The dead-letter spool file (`processing.dlq_spool_dir`)."""
+        p = self.processing
+        return self._state_file(p.dlq_spool_dir or p.budget_state_dir, "spool")
+
+    def _state_file(self, folder: str | None, suffix: str) -> Path:
+        """A file of this worker's (group, topic, index) in `folder`/codec-worker."""
         p, c = self.processing, self.consumer
-        folder = Path(p.budget_state_dir or tempfile.gettempdir()) / "codec-worker"
+        base = Path(folder or tempfile.gettempdir()) / "codec-worker"
         name = re.sub(r"[^A-Za-z0-9._-]", "_", f"{c.group_id}.{c.topic}.{p.index}")
-        return p.message_budget_ms / 1000.0, folder / f"{name}.inhand"
+        return base / f"{name}.{suffix}"
 
     def consumer_config(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:
         """The consumer's librdkafka settings (at-least-once, bounded memory)."""
