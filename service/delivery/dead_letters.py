@@ -67,10 +67,12 @@ class Poison:
 
     @classmethod
     def unusable(cls, m: KafkaMessage, codec: str, limit: int) -> Poison:
-        """A message with no value, or one over `max_payload_bytes` (not decoded)."""
+        """A message with no value or an empty one, or one over
+        `max_payload_bytes` (not decoded)."""
         value = m.value()
-        if value is None:
-            error = DecodeError("message has no value", codec=codec, reason="empty")
+        if not value:
+            what = "no value" if value is None else "an empty value"
+            error = DecodeError(f"message has {what}", codec=codec, reason="empty")
         else:
             error = DecodeError(
                 f"payload of {len(value)} bytes exceeds max_payload_bytes={limit}",

@@ -6,9 +6,11 @@ bytes count. It is built once per configuration (STYLE.md 26), so nothing in it
 tests the configuration: a fixed codec with no output topic (the common case, and
 every A/B case) gets a loop without the `auto` and output branches, one with the
 logic step and one without (`--logic noop`); the `auto` codec or an output topic
-get the general loop. Whatever is unusual (a consumer error, no value, a value over
-`max_payload_bytes`, a decode or logic failure) leaves the loop through one
-`except` and is sorted out off the common path (`_failed`, `_rejected`).
+get the general loop. Whatever is unusual (a consumer error, no value or an empty
+one, a value over `max_payload_bytes`, a decode or logic failure) leaves the loop
+through one `except` and is sorted out off the common path (`_failed`,
+`_rejected`). An empty value is read as None, so `len` raises for it too: it is
+dead-lettered `empty` before a codec sees it (protobuf reads it as a message).
 
 A framed codec's value that failed to decode and carries a `__value_schema_id`
 header (confluent-kafka 2.x's header form: the value unframed, its schema id in the
@@ -46,7 +48,7 @@ from codec.registry.frame import SCHEMA_ID_HEADER
 from schemas.errors import DeliveryError
 from service.delivery.dead_letters import Poison
 from service.delivery.outputs import Emit
-from service.kafka.headers import CONTENT_TYPE
+from service.kafka.headers import CONTENT_TYPE, last_header
 from service.kafka.protocols import KafkaMessage
 from service.loop.message_budget import OverBudget
 
@@ -153,7 +155,7 @@ class MessagePath:
         def run(msgs: Sequence[KafkaMessage], tally: Tally) -> int:
             nbytes = 0
             for m in msgs:
-                value = m.value()
+                value = m.value() or None  # empty: `len` raises, as for None
                 try:
                     if m.error() is not None or (size := len(value)) > limit:  # type: ignore[arg-type]
                         raise _Unusable
@@ -174,7 +176,7 @@ class MessagePath:
         def run(msgs: Sequence[KafkaMessage], tally: Tally) -> int:
             nbytes = 0
             for m in msgs:
-                value = m.value()
+                value = m.value() or None  # empty: `len` raises, as for None
                 try:
                     if m.error() is not None or (size := len(value)) > limit:  # type: ignore[arg-type]
                         raise _Unusable
@@ -205,7 +207,7 @@ class MessagePath:
         def run(msgs: Sequence[KafkaMessage], tally: Tally) -> int:
             nbytes = 0
             for m in msgs:
-                value = m.value()
+                value = m.value() or None  # empty: `len` raises, as for None
                 try:
                     if m.error() is not None or (size := len(value)) > limit:  # type: ignore[arg-type]
                         raise _Unusable
@@ -241,7 +243,7 @@ class MessagePath:
         def timed(
             m: KafkaMessage, tally: Tally, decode_ns: list[int], handle_ns: list[int]
         ) -> int:
-            value = m.value()
+            value = m.value() or None  # empty: `len` raises, as for None
             try:
                 if m.error() is not None or (size := len(value)) > limit:  # type: ignore[arg-type]
                     raise _Unusable
@@ -294,10 +296,12 @@ class MessagePath:
         value = m.value()
         if isinstance(exc, OverBudget):
             tally.poison.append(Poison.over_budget(m, self._name, exc, "decode"))
-        elif value is None or len(value) > self._limit:
+        elif not value or len(value) > self._limit:
             tally.poison.append(Poison.unusable(m, self._name, self._limit))
         else:
-            if self._headed is not None and (header := _schema_id(m)) is not None:
+            if self._headed is not None and (
+                header := last_header(m.headers(), SCHEMA_ID_HEADER)
+            ):
                 try:
                     return self._headed(header, value)
                 except MemoryError:
@@ -373,25 +377,11 @@ def clock_overhead_ns(samples: int = 2001) -> int:
 def _by_content_type(
     codec: AutoCodec,
 ) -> Callable[[KafkaMessage], Callable[[bytes], Any]]:
-    """The `auto` codec's choice: the decoder named by a message's header (raises
-    `DecodeError` for an unknown one)."""
+    """The `auto` codec's choice: the decoder named by a message's last
+    `content-type` header (raises `DecodeError` for an unknown one)."""
     codec_for = codec.codec_for
 
     def pick(m: KafkaMessage) -> Callable[[bytes], Any]:
-        return codec_for(_content_type(m)).decode_unchecked
+        return codec_for(last_header(m.headers(), CONTENT_TYPE)).decode_unchecked
 
     return pick
-
-
-def _schema_id(m: KafkaMessage) -> bytes | None:
-    for key, value in m.headers() or ():
-        if key == SCHEMA_ID_HEADER:
-            return value  # type: ignore[no-any-return]
-    return None
-
-
-def _content_type(m: KafkaMessage) -> bytes | None:
-    for key, value in m.headers() or ():
-        if key == CONTENT_TYPE:
-            return value  # type: ignore[no-any-return]
-    return None
