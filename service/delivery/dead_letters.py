@@ -27,8 +27,12 @@ from typing import Any, Final
 import structlog
 
 from codec import as_decode_error, as_encode_error
-from schemas.errors import CodecError, DecodeError, FatalError, LogicError
-from service.delivery.gated_writes import ConfirmedProducer, dead_letter_headers
+from schemas.errors import CodecError, DecodeError, EncodeError, FatalError, LogicError
+from service.delivery.gated_writes import (
+    ConfirmedProducer,
+    RecordRefused,
+    dead_letter_headers,
+)
 from service.delivery.unreadable import (
     ConsumerErrors,
     Skip,
@@ -88,7 +92,12 @@ class Poison:
 
     @classmethod
     def unencodable(cls, m: KafkaMessage, codec: str, exc: Exception) -> Poison:
-        """A message whose result the output codec could not encode."""
+        """A message whose result the output codec could not encode, or the
+        output topic refuses for what it is (`RecordRefused`: too large...)."""
+        if isinstance(exc, RecordRefused):
+            kind = f"{RecordRefused.__module__}.{RecordRefused.__qualname__}"
+            error = EncodeError(str(exc), codec=codec, reason="encode", cause_type=kind)
+            return cls(m, error, "encode")
         return cls(m, as_encode_error(codec, exc), "encode")
 
     @classmethod

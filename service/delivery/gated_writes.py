@@ -53,10 +53,13 @@ def writer_config(settings: Settings, admin: Topics | None) -> dict[str, Any]:
     """The dead-letter and output producer's librdkafka settings.
 
     What the consumer can receive, the producer can send (`message.max.bytes`
-    follows `fetch_max_bytes`). The broker refuses a whole record batch over the
-    topic's `max.message.bytes`, small records and all, so `batch.size` stays below
-    the smallest limit of the written topics; then only a record too large alone
-    is refused, and a dead letter is written again without its value.
+    follows `fetch_max_bytes`), up to the smallest `max.message.bytes` of the
+    written topics, when known: a record over it is refused by the client at once,
+    before it is copied into the producer's queue (a 90 MB value inflated from a
+    compressed bomb is not held twice). The broker refuses a whole record batch
+    over the topic's limit, small records and all, so `batch.size` stays below
+    that limit; then only a record too large alone is refused, and a dead letter
+    is written again without its value.
     """
     p = settings.processing
     conf = settings.producer_config(plaintext_secrets=True)
@@ -66,6 +69,8 @@ def writer_config(settings: Settings, admin: Topics | None) -> dict[str, Any]:
     topics = [p.dlq_topic_for(settings.consumer.topic), p.output_topic]
     limits = [admin.max_message_bytes(t) for t in topics if t] if admin else []
     known = [n for n in limits if n is not None]
+    if known:
+        conf["message.max.bytes"] = max(1024, min(conf["message.max.bytes"], *known))
     if known and min(known) - 1024 < _BATCH_SIZE:
         conf["batch.size"] = max(1024, min(known) - 1024)
     if settings.exactly_once:
@@ -225,7 +230,11 @@ class ConfirmedProducer:
                     continue
                 if step == "spooled":
                     return
-                raise DeliveryError(_refused(topic, err)) from None
+                if not droppable and err.code() in REFUSED_AS_IS:
+                    # A result the topic will never take: its message is poison
+                    # (the loop dead-letters it, reason `encode`), not a retry.
+                    raise RecordRefused(f"{topic!r} refused it: {err.name()}") from None
+                raise _refused(topic, err) from None
         self._pending[topic] = self._pending.get(topic, 0) + 1
 
     def confirm(self) -> int:
@@ -334,13 +343,30 @@ class ConfirmedProducer:
                 continue
             if step == "spooled":
                 continue
-            raise DeliveryError(_refused(record["topic"], err))
+            raise _refused(record["topic"], err)
 
 
-def _refused(topic: str, err: Any) -> str:
+class RecordRefused(ValueError):
+    """The client refused an output record for what it is (too large for the
+    topic...): writing it again cannot help."""
+
+
+class WriteRefused(DeliveryError):
+    """A write the client or the broker refused, with librdkafka's error code."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _refused(topic: str, err: Any) -> WriteRefused:
+    """The error for a write `topic` refused, its code kept (`code`: the log's
+    rate limit, `service.delivery.held_partitions`)."""
     hint = ""
     if err.code() in _NO_TOPIC:  # deleted since the start-up check
         hint = " (no such topic: create it; the worker retries until it exists)"
     elif err.code() == KafkaError._MSG_TIMED_OUT:
         hint = " (is the topic there, and its leader up? the worker retries)"
-    return f"write to {topic!r} failed: {err.name()}: {err.str()}" + hint
+    return WriteRefused(
+        f"write to {topic!r} failed: {err.name()}: {err.str()}" + hint, err.name()
+    )

@@ -50,6 +50,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from schemas.errors import DeliveryError, FatalError
 from service.delivery.txn_calls import GRACE_S, CallThread, Stuck, error_class
+from service.telemetry.log_setup import RateLimiter
 
 log = structlog.get_logger(__name__)
 
@@ -139,6 +140,7 @@ class Transactions:
         self._unknown = False
         """The batch's transaction ended with its producer: its outcome is the
         group coordinator's to say (`abort` reads the committed offsets)."""
+        self._limiter = RateLimiter()  # a line per kind every 30 s at most
         self._in_a_row = 0
         self.commits = 0
         self.aborts = 0
@@ -160,7 +162,12 @@ class Transactions:
                 self._replace(str(exc))
                 continue
             except _Abortable as exc:
-                log.warning("transaction_begin_failed", error=str(exc))
+                if (others := self._limiter.allow("begin")) is not None:
+                    log.warning(
+                        "transaction_begin_failed",
+                        error=str(exc),
+                        others_since_last=others,
+                    )
                 self._open = True  # whatever is open: abort it (or replace)
                 self.abort()  # nothing of a batch to rewind: none was read since
                 continue
@@ -264,7 +271,10 @@ class Transactions:
             raise FatalError(f"{why} ({MAX_REPLACEMENTS} new producers made no commit)")
         if self.stuck > MAX_STUCK:
             raise FatalError(f"{why} ({self.stuck} calls stuck in librdkafka)")
-        log.warning("transactional_producer_replaced", reason=why)
+        if (others := self._limiter.allow("replaced")) is not None:
+            log.warning(
+                "transactional_producer_replaced", reason=why, others_since_last=others
+            )
         self._calls.abandon()  # its thread ends if its call ever returns
         self._calls = CallThread()
         self._open = False

@@ -157,3 +157,21 @@ class TestOnce:
         keys = [r["key"] for r in rig.producer.acked]
         assert sorted(keys) == [b"1", b"2"]
         assert rig.consumer.stored == [[("in", 0, 3)]]
+
+
+class TestOutputRefused:
+    """A result the output topic refuses for what it is dead-letters its message."""
+
+    def test_too_large_for_the_output_topic(self) -> None:
+        rig = Rig(
+            output=True,
+            refuse_with=lambda r: TOO_LARGE if r["topic"] == "out" else None,
+        )
+        rig.process([rig.msg(0), rig.msg(1)])
+        letters = [r for r in rig.producer.acked if r["topic"] == "in.dlq"]
+        assert [dict(r["headers"])["x-dlq-reason"] for r in letters] == [b"encode"] * 2
+        headers = dict(letters[0]["headers"])
+        assert headers["x-dlq-stage"] == b"encode"
+        assert b"MSG_SIZE_TOO_LARGE" in headers["x-dlq-exception-message"]
+        assert rig.consumer.stored == [[("in", 0, 2)]]
+        assert rig.loop.hold.reason is None
