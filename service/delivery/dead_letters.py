@@ -302,25 +302,28 @@ class PoisonHandler:
             self._m.letters_cut.inc(cut)
         if spooled:
             self._m.letters_spooled.inc(spooled)
-            if self._due("spooled", SPOOL_LOG_EVERY_S):
-                log.error(
-                    "dead_letter_spooled",
-                    count=spooled,
-                    others_since_last=self._suppressed.pop("spooled", 0),
-                    why="refused by the dead-letter topic even cut to its "
-                    "essentials; kept in the worker's spool file",
-                )
+            self._say(
+                "spooled",
+                spooled,
+                "refused by the dead-letter topic even cut to its essentials; "
+                "kept in the worker's spool file",
+                SPOOL_LOG_EVERY_S,
+            )
 
     def _log_dropped(self, n: int) -> None:
-        if not self._due("value_dropped"):
-            return
-        log.warning(
-            "dead_letter_value_dropped",
-            count=n,
-            others_since_last=self._suppressed.pop("value_dropped", 0),
-            why="too large for the dead-letter producer or topic; the letter keeps "
+        self._say(
+            "value_dropped",
+            n,
+            "too large for the dead-letter producer or topic; the letter keeps "
             "x-dlq-value-dropped-bytes and x-dlq-value-sha256",
         )
+
+    def _say(self, key: str, n: int, why: str, every_s: float = LOG_EVERY_S) -> None:
+        """`dead_letter_<key>` (an error for `spooled`), rate-limited per key."""
+        if self._due(key, every_s):
+            level = log.error if key == "spooled" else log.warning
+            others = self._suppressed.pop(key, 0)
+            level(f"dead_letter_{key}", count=n, others_since_last=others, why=why)
 
     def _due(self, key: str, every_s: float = LOG_EVERY_S) -> bool:
         """Rate limit: True at most once per `every_s` per key."""

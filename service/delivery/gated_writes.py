@@ -53,10 +53,11 @@ def writer_config(settings: Settings, admin: Topics | None) -> dict[str, Any]:
     """The dead-letter and output producer's librdkafka settings.
 
     What the consumer can receive, the producer can send (`message.max.bytes`
-    follows `fetch_max_bytes`), up to the smallest `max.message.bytes` of the
+    follows `fetch_max_bytes`), up to the largest `max.message.bytes` of the
     written topics, when known: a record over it is refused by the client at once,
     before it is copied into the producer's queue (a 90 MB value inflated from a
-    compressed bomb is not held twice). The broker refuses a whole record batch
+    compressed bomb is not held twice). (One producer writes both topics: the
+    smaller limit would refuse records the other topic takes.) The broker refuses a whole record batch
     over the topic's limit, small records and all, so `batch.size` stays below
     that limit; then only a record too large alone is refused, and a dead letter
     is written again without its value.
@@ -69,8 +70,10 @@ def writer_config(settings: Settings, admin: Topics | None) -> dict[str, Any]:
     topics = [p.dlq_topic_for(settings.consumer.topic), p.output_topic]
     limits = [admin.max_message_bytes(t) for t in topics if t] if admin else []
     known = [n for n in limits if n is not None]
-    if known:
-        conf["message.max.bytes"] = max(1024, min(conf["message.max.bytes"], *known))
+    if known:  # over every written topic's limit: refused by the client at once
+        conf["message.max.bytes"] = max(
+            1024, min(conf["message.max.bytes"], max(known))
+        )
     if known and min(known) - 1024 < _BATCH_SIZE:
         conf["batch.size"] = max(1024, min(known) - 1024)
     if settings.exactly_once:

@@ -113,6 +113,7 @@ def read_spool(folder: Path) -> list[Written]:
                     -1,
                     len(out),
                     0,
+                    append_time=True,  # its original time is in x-dlq-timestamp
                     key=raw(line.get("key_b64")),
                     value=raw(line.get("value_b64")),
                     headers=tuple(headers),

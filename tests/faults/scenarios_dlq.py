@@ -157,10 +157,10 @@ HEADERS_1KB: Final = tuple((f"x-h{i:04d}", b"h" * 1000) for i in range(1100))
 DLQ_LIMIT: Final = 1_000_000
 
 
-def _poison_with_headers(good: Plan, every: int) -> tuple[Plan, list[int]]:
+def _poison_with_headers(good: Plan, every: int, big: list[int]) -> Plan:
     """Good traffic; every `every`-th seq poison, each third of them with the
-    1,100 headers (the others plain, sharing their batches)."""
-    big: list[int] = []
+    1,100 headers (their seqs appended to `big`; the others plain, sharing their
+    batches)."""
 
     def plan(seq: int) -> Payload:
         if seq % every or not seq:
@@ -172,7 +172,7 @@ def _poison_with_headers(good: Plan, every: int) -> tuple[Plan, list[int]]:
             )
         return Payload(b"\xc1" * 40, poison=True)
 
-    return plan, big
+    return plan
 
 
 def u1_unwritable_letter(env: Env) -> Outcome:
@@ -189,25 +189,15 @@ def u1_unwritable_letter(env: Env) -> Outcome:
         "Dead letter over the DLQ topic's limit by its headers alone (1,100 x 1 KB "
         "vs 1,000,000): cut to its essentials, written once",
     )
-    dlq_config = {**LOG_APPEND, "max.message.bytes": str(DLQ_LIMIT)}
-    with Run(env, outcome, dlq_config=dlq_config) as run:
-        worker = run.worker()
-        probe = ReadyProbe(worker)
-        plan, big = _poison_with_headers(good_traffic(run.codec), 20)
-        producer = run.produce(plan, rate=400, count=4000)
-        probe.watch(lambda: not producer.running, 120)
-        run.wait_drained(60)
-        scraped = worker.scrape()
-        run.finish()
-        _judge_once(outcome, run, probe)
-        cut = (
-            -1
-            if scraped is None
-            else int(scraped.total("worker_dead_letters_cut_total"))
-        )
-        outcome.figures.update(headers_over_limit=len(big), letters_cut=cut)
-        if cut != len(big):
-            outcome.fail(f"worker_dead_letters_cut_total={cut}, {len(big)} were cut")
+    big: list[int] = []
+
+    def plan(run: Run) -> Plan:
+        return _poison_with_headers(good_traffic(run.codec), 20, big)
+
+    cut, _ = _letters_run(env, outcome, DLQ_LIMIT, plan, 4000, "cut")
+    outcome.figures.update(headers_over_limit=len(big), letters_cut=cut)
+    if cut != len(big):
+        outcome.fail(f"worker_dead_letters_cut_total={cut}, {len(big)} were cut")
     return outcome
 
 
@@ -223,32 +213,41 @@ def u2_spooled(env: Env) -> Outcome:
         "U2",
         "DLQ topic refuses every letter (max.message.bytes 200): spooled, not stuck",
     )
-    dlq_config = {**LOG_APPEND, "max.message.bytes": "200"}
+
+    def plan(run: Run) -> Plan:
+        return interleaved(good_traffic(run.codec), [Case("x", b"\xc1" * 40)] * 40, 25)
+
+    spooled, run = _letters_run(env, outcome, 200, plan, 25 * 41, "spooled")
+    poison = len(run.producer.poison) if run.producer else -1
+    lines = sum(1 for r in run.data.dlq if r.partition == -1) if run.data else 0
+    outcome.figures.update(spooled=spooled, spool_lines=lines)
+    if spooled != poison or lines != spooled:
+        outcome.fail(f"{poison} poison, {spooled} counted spooled, {lines} spooled")
+    return outcome
+
+
+def _letters_run(
+    env: Env,
+    outcome: Outcome,
+    dlq_limit: int,
+    plan: Callable[[Run], Plan],
+    count: int,
+    counter: str,
+) -> tuple[int, Run]:
+    """One worker against a DLQ topic of `dlq_limit` bytes; `plan`'s traffic;
+    `worker_dead_letters_<counter>_total` at the end (-1: not scraped)."""
+    dlq_config = {**LOG_APPEND, "max.message.bytes": str(dlq_limit)}
     with Run(env, outcome, dlq_config=dlq_config) as run:
         worker = run.worker()
         probe = ReadyProbe(worker)
-        plan = interleaved(
-            good_traffic(run.codec), [Case("bytes", b"\xc1" * 40)] * 40, 25
-        )
-        producer = run.produce(plan, rate=400, count=25 * 41)
+        producer = run.produce(plan(run), rate=400, count=count)
         probe.watch(lambda: not producer.running, 120)
         run.wait_drained(60)
         scraped = worker.scrape()
         run.finish()
         _judge_once(outcome, run, probe)
-        spooled = (
-            -1
-            if scraped is None
-            else int(scraped.total("worker_dead_letters_spooled_total"))
-        )
-        lines = sum(1 for r in run.data.dlq if r.partition == -1) if run.data else 0
-        outcome.figures.update(spooled=spooled, spool_lines=lines)
-        if spooled != len(producer.poison) or lines != spooled:
-            outcome.fail(
-                f"{len(producer.poison)} poison, {spooled} counted spooled, "
-                f"{lines} lines in the spool"
-            )
-    return outcome
+    name = f"worker_dead_letters_{counter}_total"
+    return (-1 if scraped is None else int(scraped.total(name))), run
 
 
 def _judge_once(outcome: Outcome, run: Run, probe: ReadyProbe) -> None:

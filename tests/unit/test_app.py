@@ -536,8 +536,8 @@ class TestRun:
         assert rig.worker.run() == 0
         conf = rig.producer.config
         assert conf is not None and conf.get("batch.size") == batch_size
-        # What the consumer can fetch, the producer can write, up to the topic's
-        # limit: a record over it is refused at once, never copied and queued.
+        # What the consumer can fetch, the producer can write, up to the largest
+        # written topic's limit: a record over it is refused at once, not queued.
         fetch = (16 << 20) + 65_536
         assert conf["message.max.bytes"] == min(fetch, limit or fetch)
 

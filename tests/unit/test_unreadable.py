@@ -239,3 +239,41 @@ class TestLoop:
         offsets = [dict(r["headers"])["x-dlq-offset"] for r in rig.producer.acked]
         assert offsets == [b"3", b"4"]
         assert rig.consumer.seeks == [(0, 4), (0, 5)]
+
+
+class TestProducerSideLines:
+    """Failed writes and commits: every one counted, one line per code every 30 s."""
+
+    def test_delivery_failed(self) -> None:
+        from service.delivery.gated_writes import WriteRefused
+        from service.delivery.held_partitions import Hold
+        from tests.fakes import FakeConsumer
+
+        clock = Clock()
+        metrics = Metrics(CollectorRegistry(), codec="protobuf", schema="medium")
+        hold = Hold(FakeConsumer(), metrics, clock=clock)
+        msgs = [FakeMessage(b"v", 0, 5)]
+        with structlog.testing.capture_logs() as logs:
+            for i in range(60):  # twice a second for 30 s, two codes
+                hold.fail(msgs, WriteRefused("x", "_MSG_TIMED_OUT"))
+                if i % 2:
+                    hold.fail(msgs, WriteRefused("y", "UNKNOWN_TOPIC_OR_PART"))
+                clock.now += 0.5
+            hold.fail(msgs, WriteRefused("x", "_MSG_TIMED_OUT"))
+        lines = [
+            e["others_since_last"] for e in logs if e["event"] == "delivery_failed"
+        ]
+        assert lines == [0, 0, 59]
+        assert metrics.delivery_failures._value.get() == 91
+
+    def test_commit_failed(self) -> None:
+        from service.telemetry.log_setup import KafkaErrors
+
+        clock = Clock()
+        errors = KafkaErrors("b:1", RateLimiter(30.0, clock))
+        with structlog.testing.capture_logs() as logs:
+            for _ in range(7):  # every auto-commit (5 s) for 35 s
+                errors.commit_failed("REBALANCE_IN_PROGRESS", [0])
+                clock.now += 5
+        lines = [e["others_since_last"] for e in logs if e["event"] == "commit_failed"]
+        assert lines == [0, 5]
