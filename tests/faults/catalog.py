@@ -75,12 +75,13 @@ ENTRIES: Final = (
     Entry("Sec5", listeners.sec5_every_listener, False),
     Entry("H1", hostile.h1_hostile_headers, True),
     Entry("C1", hostile.c1_control_plane_abuse, True),
+    Entry("CT1", hostile.ct1_relabelled, False),
     Entry("R1", stall.r1_stalled_broker, False),
     Entry("N1 earliest", stall.added_partitions("earliest"), False),
     Entry("N1 latest", stall.added_partitions("latest"), False),
     Entry("L1", memory.l1_large_messages, False),
     *(
-        Entry(f"Z1 {codec}", compression.z1_bombs(codec), codec == "zstd")
+        Entry(f"Z1 {codec}", compression.z1_bombs(codec), False)
         for codec in ("gzip", "snappy", "lz4", "zstd")
     ),
     *(
