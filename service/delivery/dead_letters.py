@@ -176,6 +176,39 @@ class PoisonHandler:
         self.skips: list[Skip] = []
         """Partitions to move past unreadable ranges whose letters are confirmed
         (`skip` does; exactly-once commits them in the batch's transaction)."""
+        if dead_letters is not None:
+            dead_letters[0].on_refused = self._output_refused
+
+    def _output_refused(self, m: KafkaMessage, code: str) -> None:
+        """A result the output topic refused for what it is, after the loop had
+        handled its message: the message is dead-lettered (reason `encode`)
+        through the same producer and counted once acknowledged."""
+        where = (m.topic() or "", m.partition() or 0, m.offset() or 0)
+        if where in self._acked:  # written before its batch was rewound
+            return
+        refused = RecordRefused(f"the output topic refused its result: {code}")
+        p = Poison.unencodable(m, self._codec, refused)
+        counter, remember = self._m.dead_letters(p.reason), self._remember(where)
+
+        def acked() -> None:
+            counter.inc()
+            if remember is not None:
+                remember()
+
+        assert self._dead_letters is not None  # noqa: S101 (set only with a DLQ)
+        producer, topic = self._dead_letters
+        producer.produce(
+            topic,
+            droppable=True,
+            acked=acked,
+            key=m.key(),
+            value=m.value(),
+            timestamp=m.timestamp()[1],
+            headers=dead_letter_headers(
+                m, p.error, codec=self._codec, group=self._group, stage=p.stage
+            ),
+        )
+        self._log([p])
 
     def consumer_error(self, m: KafkaMessage) -> Poison | None:
         """The loop's consumer-error callback: a `Poison` for unreadable data

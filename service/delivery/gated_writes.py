@@ -42,7 +42,10 @@ WORKER_ID: Final = f"{socket.gethostname()}-{os.getpid()}"
 
 
 _OWN_KEYS: Final = frozenset(
-    {"droppable", "dropped", "level", "acked", "original_value", "original_headers"}
+    {
+        *("droppable", "dropped", "level", "acked"),
+        *("original_value", "original_headers", "source"),
+    }
 )
 """Keys of a queued record that are this class's bookkeeping, not the client's."""
 _BATCH_SIZE: Final = 1_000_000
@@ -168,6 +171,11 @@ class ConfirmedProducer:
         self._failed: list[tuple[Any, dict[str, Any]]] = []
         self._epoch = 0
         self._spool = spool
+        self.on_refused: Callable[[Any, str], None] | None = None
+        """Called with an output record's source message (its `source`) and the
+        error's name when the broker refuses the record for what it is (a write
+        that would fail for ever): it dead-letters the message through this
+        producer (`PoisonHandler`); None: the refusal is a `DeliveryError`."""
         self.values_dropped = 0
         """Dead letters acknowledged without their value so far (see the class)."""
         self.cut = 0
@@ -345,6 +353,11 @@ class ConfirmedProducer:
                 self.produce(topic, **record)
                 continue
             if step == "spooled":
+                continue
+            source = record.get("source")
+            refused = err.code() in REFUSED_AS_IS and source is not None
+            if refused and self.on_refused is not None:
+                self.on_refused(source, err.name())
                 continue
             raise _refused(record["topic"], err)
 

@@ -175,3 +175,23 @@ class TestOutputRefused:
         assert b"MSG_SIZE_TOO_LARGE" in headers["x-dlq-exception-message"]
         assert rig.consumer.stored == [[("in", 0, 2)]]
         assert rig.loop.hold.reason is None
+
+    def test_refused_by_the_broker_after_the_batch(self) -> None:
+        rig = Rig(
+            output=True, fail_with=lambda r: TOO_LARGE if r["topic"] == "out" else None
+        )
+        rig.process([rig.msg(0), rig.msg(1)])
+        letters = [r for r in rig.producer.acked if r["topic"] == "in.dlq"]
+        assert [dict(r["headers"])["x-dlq-offset"] for r in letters] == [b"0", b"1"]
+        assert (
+            b"refused its result"
+            in dict(letters[0]["headers"])["x-dlq-exception-message"]
+        )
+        assert rig.consumer.stored == [[("in", 0, 2)]]
+        assert rig.loop.hold.reason is None
+        assert (
+            rig.sample(
+                "worker_dead_letters_total", codec="msgspec-msgpack", reason="encode"
+            )
+            == 2
+        )
