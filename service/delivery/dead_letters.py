@@ -280,6 +280,7 @@ class PoisonHandler:
                 droppable=True,
                 acked=self._remember(where),
                 headers=headers,
+                where=where,
                 **record,
             )
             self._pending.append(p)

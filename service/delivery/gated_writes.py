@@ -44,10 +44,11 @@ WORKER_ID: Final = f"{socket.gethostname()}-{os.getpid()}"
 _OWN_KEYS: Final = frozenset(
     {
         *("droppable", "dropped", "level", "acked"),
-        *("original_value", "original_headers", "source"),
+        *("original_value", "original_headers", "source", "where"),
     }
 )
 """Keys of a queued record that are this class's bookkeeping, not the client's."""
+_STEPS_KEPT: Final = 10_000
 _BATCH_SIZE: Final = 1_000_000
 """librdkafka's default `batch.size`."""
 
@@ -171,6 +172,10 @@ class ConfirmedProducer:
         self._failed: list[tuple[Any, dict[str, Any]]] = []
         self._epoch = 0
         self._spool = spool
+        self._steps: dict[Any, tuple[int, Any, bool]] = {}
+        """Per letter (`where`: its source), the ladder's step it reached, the
+        refusal that took it there and whether its timestamp was refused (kept
+        for `_STEPS_KEPT` letters)."""
         self.on_refused: Callable[[Any, str], None] | None = None
         """Called with an output record's source message (its `source`) and the
         error's name when the broker refuses the record for what it is (a write
@@ -212,6 +217,14 @@ class ConfirmedProducer:
         record["droppable"] = droppable
         record["acked"] = acked
         epoch = self._epoch
+        if (known := self._steps.get(record.get("where"))) is not None:
+            # Refused before, and its batch is read again (exactly-once: the
+            # refusal aborted the transaction): start where the ladder got to.
+            level, err, timeless = known
+            if timeless:
+                record.pop("timestamp", None)
+            while record.get("level", 1) < level:
+                self._ladder(err, record)
 
         def on_delivery(err: Any, _msg: Any) -> None:
             if err is None and acked is not None:
@@ -309,7 +322,22 @@ class ConfirmedProducer:
             return None
         if err.code() == KafkaError.INVALID_TIMESTAMP and record.get("timestamp"):
             record.pop("timestamp")  # the topic's time rule: x-dlq-timestamp keeps it
-            return "again"
+            step: str | None = "again"
+        else:
+            step = self._ladder(err, record)
+        if step == "again" and (where := record.get("where")) is not None:
+            level, before, timeless = self._steps.get(where, (1, err, False))
+            self._steps[where] = (
+                record.get("level", 1),
+                err if record.get("level", 1) > level else before,
+                timeless or "timestamp" not in record,
+            )
+            while len(self._steps) > _STEPS_KEPT:
+                del self._steps[next(iter(self._steps))]
+        return step
+
+    def _ladder(self, err: Any, record: dict[str, Any]) -> str | None:
+        """The ladder's next step for a letter refused for its size or content."""
         level = record.get("level", 1)
         value = record.get("value")
         if level == 1 and value:

@@ -157,15 +157,23 @@ class ConsumerErrors:
                 if store:
                     consumer.store_offsets(offsets=[tp])
             except KafkaException as exc:
-                log.warning(
-                    "unreadable_not_skipped",
-                    partition=s.partition,
-                    offset=s.offset,
-                    error=exc.args[0].str(),
-                )
+                if (others := self._limiter.allow("not_skipped")) is not None:
+                    log.warning(
+                        "unreadable_not_skipped",
+                        partition=s.partition,
+                        offset=s.offset,
+                        error=exc.args[0].str(),
+                        others_since_last=others,
+                    )
                 continue
             self._floor[(s.topic, s.partition)] = s.offset
-            log.info("unreadable_skipped", partition=s.partition, to_offset=s.offset)
+            if (others := self._limiter.allow("skipped")) is not None:
+                log.info(
+                    "unreadable_skipped",
+                    partition=s.partition,
+                    to_offset=s.offset,
+                    others_since_last=others,
+                )
 
 
 def letter_for(

@@ -195,3 +195,30 @@ class TestOutputRefused:
             )
             == 2
         )
+
+
+class TestRetriedBatch:
+    """Read again after its transaction aborted, a letter starts where its ladder got."""
+
+    def test_the_ladder_is_not_climbed_again(self) -> None:
+        timeouts = [KafkaError(KafkaError._MSG_TIMED_OUT)]
+
+        def fail(record: dict[str, Any]) -> KafkaError | None:
+            if record["key"] == b"2" and timeouts:
+                return timeouts.pop()
+            return _over_limit(record)
+
+        rig = Rig(fail_with=fail)
+        rig.loop._poison._exactly_once = True  # no memory of acknowledged letters
+        batch = [rig.msg(1, value=b"\xc1", headers=MANY), rig.msg(2, value=b"\xc1")]
+        rig.process(batch)
+        assert rig.consumer.stored == []  # rewound: read again
+        rig.loop.hold._retry_at = 0.0
+        rig.loop.hold.due()
+        rig.process(batch)
+        tries = [r for r in rig.producer.produced if r["key"] == b"1"]
+        # first batch: as it is, then without its value (the batch fails meanwhile);
+        # read again: without its value at once, then cut
+        assert [r["value"] is None for r in tries] == [False, True, True, True]
+        assert [len(r["headers"]) > 1000 for r in tries] == [True, True, True, False]
+        assert rig.consumer.stored == [[("in", 0, 3)]]
