@@ -4,6 +4,7 @@
 | --- | --- |
 | `dead_letters` | poison messages: the reason, the error headers, DLQ or a stop |
 | `gated_writes` | dead letters and outputs produced and confirmed before offsets move |
+| `letter_headers` | a dead letter's `x-dlq-*` error context |
 | `letter_ladder` | a dead letter refused for what it is: cut to its essentials, then spooled |
 | `unreadable` | consumer errors: fatal, unreadable data (dead-lettered, skipped), or logged |
 | `batch_writes` | the loop's writers and delivery strategy, built once from the settings |

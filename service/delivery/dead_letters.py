@@ -28,11 +28,8 @@ import structlog
 
 from codec import as_decode_error, as_encode_error
 from schemas.errors import CodecError, DecodeError, EncodeError, FatalError, LogicError
-from service.delivery.gated_writes import (
-    ConfirmedProducer,
-    RecordRefused,
-    dead_letter_headers,
-)
+from service.delivery.gated_writes import ConfirmedProducer, RecordRefused
+from service.delivery.letter_headers import dead_letter_headers
 from service.delivery.unreadable import (
     ConsumerErrors,
     Skip,

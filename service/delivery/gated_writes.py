@@ -11,24 +11,20 @@ retries later (`service.delivery.held_partitions`), so nothing is lost and nothi
 from __future__ import annotations
 
 import hashlib
-import os
-import socket
 import time
 from collections.abc import Callable
 from typing import Any, Final
 
 from confluent_kafka import KafkaError, KafkaException
 
-from schemas.errors import CodecError, DeliveryError
+from schemas.errors import DeliveryError
 from service.delivery.letter_ladder import REFUSED_AS_IS, Spool, essentials
 from service.delivery.transactions import transactional_id
-from service.delivery.unreadable import UnreadableBatch
 from service.kafka.admin_topics import Topics
-from service.kafka.protocols import Headers, KafkaMessage, KafkaProducer
+from service.kafka.headers import DLQ_PREFIX
+from service.kafka.protocols import KafkaProducer
 from service.settings.worker import Settings
 
-DLQ_PREFIX: Final = "x-dlq-"
-_MAX_MESSAGE: Final = 200
 _GRACE_S: Final = 5.0
 _SLICE_S: Final = 0.25
 """How often `confirm` looks up from its wait to see whether the worker stops."""
@@ -38,7 +34,6 @@ grace turns a bare "not acknowledged" into the write's own error and topic."""
 _NO_TOPIC: Final = frozenset(
     {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC}
 )
-WORKER_ID: Final = f"{socket.gethostname()}-{os.getpid()}"
 
 
 _OWN_KEYS: Final = frozenset(
@@ -89,51 +84,6 @@ def writer_config(settings: Settings, admin: Topics | None) -> dict[str, Any]:
             900_000, conf["message.timeout.ms"] + 30_000
         )
     return conf
-
-
-def dead_letter_headers(
-    msg: KafkaMessage,
-    error: Exception,
-    *,
-    codec: str,
-    group: str,
-    stage: str,
-    attempts: int = 1,
-) -> Headers:
-    """The original headers plus `x-dlq-*` error context (never payload values).
-
-    A logic error's letter also says how many attempts the logic made
-    (`x-dlq-attempts`, the retry budget); an unreadable range's names its first
-    and last offsets (`x-dlq-offset`, `x-dlq-last-offset`)."""
-    if isinstance(error, CodecError):
-        reason, exc_type, text = error.reason, error.cause_type, str(error)
-    else:  # a LogicError, whose text never quotes input (see service/delivery/dead_letters.py)
-        cause = error.__cause__ or error
-        reason = "logic"
-        exc_type = f"{type(cause).__module__}.{type(cause).__qualname__}"
-        text = str(error)
-    offset = msg.offset()
-    if isinstance(error, UnreadableBatch):
-        offset = error.start
-        headers: Headers = [(DLQ_PREFIX + "last-offset", str(error.last).encode())]
-    else:
-        headers = list(msg.headers() or ())
-    headers += [
-        (DLQ_PREFIX + "reason", reason.encode()),
-        (DLQ_PREFIX + "stage", stage.encode()),
-        (DLQ_PREFIX + "exception-type", (exc_type or type(error).__name__).encode()),
-        (DLQ_PREFIX + "exception-message", text[:_MAX_MESSAGE].encode()),
-        (DLQ_PREFIX + "codec", codec.encode()),
-        (DLQ_PREFIX + "topic", (msg.topic() or "").encode()),
-        (DLQ_PREFIX + "partition", str(msg.partition()).encode()),
-        (DLQ_PREFIX + "offset", str(offset).encode()),
-        (DLQ_PREFIX + "timestamp", str(msg.timestamp()[1]).encode()),
-        (DLQ_PREFIX + "group", group.encode()),
-        (DLQ_PREFIX + "worker", WORKER_ID.encode()),
-    ]
-    if stage == "process":
-        headers.append((DLQ_PREFIX + "attempts", str(attempts).encode()))
-    return headers
 
 
 class ConfirmedProducer:

@@ -7,7 +7,7 @@
 | `x-sent-ns` | the intended send time, ns since the epoch (latency without coordinated omission) |
 | `x-run-id` | the load-generation run the message belongs to |
 
-Dead letters carry the original headers plus `x-dlq-*` context (`service.delivery.gated_writes`).
+Dead letters carry the original headers plus `x-dlq-*` context (`service.delivery.letter_headers`).
 """
 
 from __future__ import annotations
