@@ -83,6 +83,9 @@ bench-registry: setup  ## confluent-kafka's schema-registry deserializers vs the
 bench-instructions: setup  ## Instructions per message the worker's loop adds to a bare decode loop (callgrind, deterministic)
 	$(PY) -m tests.perf.bench_instructions
 
+bench-async: setup  ## An async handler: the worker's async path vs bare asyncio and AIOConsumer loops, every codec (BENCH_ARGS="--rate 20000")
+	$(PY) -m tests.perf.bench_async $(BENCH_ARGS)
+
 bench-gc: setup  ## What the GC policy (freeze, thresholds, collect between batches) does per codec
 	$(PY) -m tests.perf.bench_gc
 
@@ -147,4 +150,4 @@ stack-test-breaks: setup  ## The stack test three times with one fault each (los
 clean:  ## Remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help docs docs-build ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-fixed-rate bench-loop-parts bench-overhead bench-instructions bench-registry bench-gc codec-bench bench-loadgen faults faults-fast fuzz fuzz-models acceptance kafka-start kafka-stop up down stack-test stack-test-breaks clean
+.PHONY: help docs docs-build ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-fixed-rate bench-loop-parts bench-overhead bench-instructions bench-async bench-registry bench-gc codec-bench bench-loadgen faults faults-fast fuzz fuzz-models acceptance kafka-start kafka-stop up down stack-test stack-test-breaks clean

@@ -7,6 +7,7 @@
 | `worker`, `processing` | the worker's own `[worker.*]` sections beside the shared `[kafka]`; `[worker.processing]` |
 | `consumer` | `[worker.consumer]`: the input, the group, the fetch sizes and the memory they bound |
 | `registry` | the shared `[registry]` section: a schema registry and the client's bounds |
+| `registry_start` | the registry reached at every tool's start; the worker's output schema registered |
 
 May import `service` (its version), `service.kafka`, `service.logic`, `schemas` and
 `codec`; `loadgen`, `abrunner` and the other tools build their settings on it.
