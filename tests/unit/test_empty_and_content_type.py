@@ -7,6 +7,7 @@ import pytest
 
 from codec import REAL_CODECS, CodecName, get_codec
 from service.kafka.headers import CONTENT_TYPE, last_header
+from tests.unit.test_app import unfreeze  # noqa: F401 (a fixture)
 from tests.unit.test_consumer import PAYLOADS, Rig
 
 CODECS: list[CodecName] = [*REAL_CODECS, "auto"]
@@ -62,3 +63,26 @@ class TestLastContentType:
         ok = rig.sample("worker_messages_total", codec="auto", outcome="ok")
         assert ok == (1 if relabelled else 0)
         assert len(rig.producer.acked) == (0 if relabelled else 1)
+
+
+@pytest.mark.usefixtures("unfreeze")
+class TestEmptyAsync:
+    """An async handler's path: the same `empty` letter, the handler never awaited."""
+
+    @pytest.mark.parametrize("codec", REAL_CODECS)
+    def test_every_codec(
+        self, codec: CodecName, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from tests.unit import test_app
+        from tests.unit.test_async_worker import HANDLERS, run, stored
+
+        monkeypatch.setattr(test_app, "CODEC", get_codec(codec, "medium"))
+        rig = test_app.Rig(logic=f"{HANDLERS}:touch")
+        empty = test_app.msg(1, value=b"")
+        assert run(rig, [[test_app.msg(0), empty, test_app.msg(2)]]) == 0
+        [letter] = rig.producer.acked
+        headers = dict(letter["headers"])
+        assert headers["x-dlq-reason"] == b"empty"
+        assert headers["x-dlq-offset"] == b"1"
+        assert rig.sample("worker_messages_total", codec=codec, outcome="ok") == 2
+        assert stored(rig) == {0: 3}

@@ -3,6 +3,7 @@ and consumer errors are logged at most once per code every 30 s."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from typing import Any
 
@@ -17,6 +18,7 @@ from service.kafka.batch_probe import BatchProbe, last_in_batch
 from service.telemetry.log_setup import RateLimiter
 from service.telemetry.metrics import Metrics
 from tests.fakes import FakeMessage
+from tests.unit.test_app import unfreeze  # noqa: F401 (a fixture)
 from tests.unit.test_consumer import Rig
 
 BAD = KafkaError(
@@ -277,3 +279,60 @@ class TestProducerSideLines:
                 clock.now += 5
         lines = [e["others_since_last"] for e in logs if e["event"] == "commit_failed"]
         assert lines == [0, 5]
+
+
+class _FixedProbe:
+    """A probe that says every unreadable batch ends at offset 6."""
+
+    def __init__(self, *_: Any) -> None:
+        pass
+
+    def last_offset(self, topic: str, partition: int, first: int, start: int) -> int:
+        return 6
+
+
+@pytest.mark.usefixtures("unfreeze")
+class TestAsyncPath:
+    """`--logic` an async handler: the same letter, released in offset order."""
+
+    def test_dead_lettered_then_skipped(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from tests.unit.test_app import Rig as WorkerRig, msg
+        from tests.unit.test_async_worker import HANDLERS, run, stored
+
+        monkeypatch.setattr("service.delivery.batch_writes.BatchProbe", _FixedProbe)
+        rig = WorkerRig(logic=f"{HANDLERS}:touch")
+        bad = FakeMessage(b"error text", 0, 3, _error=BAD, _topic="in")
+        empty = msg(7, value=b"")
+        assert run(rig, [[msg(0), msg(1), msg(2), bad], [empty, msg(8)]]) == 0
+        reasons = [dict(r["headers"])["x-dlq-reason"] for r in rig.producer.acked]
+        assert reasons == [b"unreadable", b"empty"]
+        assert dict(rig.producer.acked[0]["headers"])["x-dlq-last-offset"] == b"6"
+        assert (0, 7) in rig.consumer.seeks
+        assert stored(rig) == {0: 9}
+
+    def test_repeated_while_pending_is_one_letter(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """librdkafka repeats the error while the range's letter waits behind a
+        handler, and another partition's messages are released meanwhile."""
+        from tests.unit.test_app import Rig as WorkerRig, msg
+        from tests.unit.test_async_worker import run
+
+        monkeypatch.setattr("service.delivery.batch_writes.BatchProbe", _FixedProbe)
+        rig = WORKER[:] = [WorkerRig(logic=f"{__name__}:held_at_first")]
+        bad = FakeMessage(b"error text", 0, 1, _error=BAD, _topic="in")
+        batches = [[msg(0), bad], [msg(1, partition=1)], [bad], [bad]]
+        assert run(rig[0], batches, assign=(0, 1)) == 0
+        acked = rig[0].producer.acked
+        assert [dict(r["headers"])["x-dlq-reason"] for r in acked] == [b"unreadable"]
+
+
+WORKER: list[Any] = []
+
+
+async def held_at_first(order: Any) -> None:
+    """The first order waits until every batch was consumed; the others go at once."""
+    from tests.unit.test_app import PAYLOADS
+
+    while order.event_id == PAYLOADS[0]["event_id"] and WORKER[0].consumer.batches:
+        await asyncio.sleep(0.001)
