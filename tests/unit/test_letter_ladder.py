@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,21 @@ def _size(record: dict[str, Any]) -> int:
 def _over_limit(record: dict[str, Any]) -> KafkaError | None:
     """The broker's answer for a topic whose `max.message.bytes` is 1,000,000."""
     return TOO_LARGE if _size(record) > TOPIC_LIMIT else None
+
+
+def _second_times_out_once(
+    then: Callable[[dict[str, Any]], KafkaError | None] = lambda _record: None,
+) -> Callable[[dict[str, Any]], KafkaError | None]:
+    """A `fail_with` for which the letter keyed `2` times out once; the rest
+    `then`."""
+    timeouts = [KafkaError(KafkaError._MSG_TIMED_OUT)]
+
+    def fail(record: dict[str, Any]) -> KafkaError | None:
+        if record["key"] == b"2" and timeouts:
+            return timeouts.pop()
+        return then(record)
+
+    return fail
 
 
 def _spool_to(rig: Rig, path: Path) -> None:
@@ -140,14 +156,7 @@ class TestOnce:
     """A batch rewound after its writes partly failed does not write its letters again."""
 
     def test_acked_letters_are_not_written_again(self) -> None:
-        timeouts = [KafkaError(KafkaError._MSG_TIMED_OUT)]
-
-        def second_fails_once(record: dict[str, Any]) -> KafkaError | None:
-            if record["key"] == b"2" and timeouts:
-                return timeouts.pop()
-            return None
-
-        rig = Rig(fail_with=second_fails_once)
+        rig = Rig(fail_with=_second_times_out_once())
         batch = [rig.msg(1, value=b"\xc1"), rig.msg(2, value=b"\xc1")]
         rig.process(batch)
         assert rig.consumer.stored == []  # the batch was rewound
@@ -201,14 +210,7 @@ class TestRetriedBatch:
     """Read again after its transaction aborted, a letter starts where its ladder got."""
 
     def test_the_ladder_is_not_climbed_again(self) -> None:
-        timeouts = [KafkaError(KafkaError._MSG_TIMED_OUT)]
-
-        def fail(record: dict[str, Any]) -> KafkaError | None:
-            if record["key"] == b"2" and timeouts:
-                return timeouts.pop()
-            return _over_limit(record)
-
-        rig = Rig(fail_with=fail)
+        rig = Rig(fail_with=_second_times_out_once(then=_over_limit))
         rig.loop._poison._exactly_once = True  # no memory of acknowledged letters
         batch = [rig.msg(1, value=b"\xc1", headers=MANY), rig.msg(2, value=b"\xc1")]
         rig.process(batch)
