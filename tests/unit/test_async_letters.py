@@ -32,6 +32,7 @@ def batch() -> list[FakeMessage]:
     msgs[1] = FakeMessage(None, 0, 1, _topic=TOPIC)
     msgs[3] = msg(3, value=b"\xc1 not msgpack")
     msgs[5] = msg(5, value=b"\x00" * (LIMIT + 1))
+    msgs[7] = FakeMessage(b"", 0, 7, _topic=TOPIC)
     return msgs
 
 
@@ -53,11 +54,11 @@ class TestLikeTheSyncLoop:
             assert run(rig, [batch()]) == 0
             assert isinstance(rig.worker.loop, kind)
             seen[kind] = (letters(rig), stored(rig))
-        gifts = [i for i in range(12) if PAYLOADS[i]["gift"] and i not in (1, 3, 5)]
+        gifts = [i for i in range(12) if PAYLOADS[i]["gift"] and i not in (1, 3, 5, 7)]
         assert gifts
         expected = sorted(
             [(1, b"empty", b"decode"), (3, b"decode", b"decode")]
-            + [(5, b"oversize", b"decode")]
+            + [(5, b"oversize", b"decode"), (7, b"empty", b"decode")]
             + [(i, b"logic", b"process") for i in gifts]
         )
         assert seen[AsyncLoop] == seen[BatchLoop] == (expected, {0: 12})

@@ -14,7 +14,9 @@ ends; the bound (`max_in_flight`) counts handlers still running on dropped
 messages too. A message whose schema the registry could not give (`Entry.wait`)
 is dropped with every later message of its partition at once, before the lane
 goes on, so nothing after it is handled before it; the loop then pauses and
-rewinds its partition (`waits`).
+rewinds its partition (`waits`). Unreadable data (a consumer error on a
+message) is not handled: its dead letter is set aside in its track, done, and
+released in offset order with the rest (`PartitionTrack.set_aside`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from service.delivery.dead_letters import Poison
 from service.kafka.protocols import KafkaMessage
 from service.loop.async_path.handling import Handling
 from service.loop.async_path.inflight import Entry, PartitionTrack
@@ -39,7 +42,9 @@ class InFlight:
         ordering: `partition`, `key` or `none`.
         max_in_flight: the bound (a quarter of it finished wakes the loop early
             while at the bound).
-        consumer_error: what a message whose `error()` is set is handed to.
+        consumer_error: what a message whose `error()` is set is handed to
+            (`PoisonHandler.consumer_error`): the dead letter of unreadable data,
+            set aside in its track in offset order; else None.
     """
 
     def __init__(
@@ -47,7 +52,7 @@ class InFlight:
         handling: Handling,
         ordering: str,
         max_in_flight: int,
-        consumer_error: Callable[[Any], None],
+        consumer_error: Callable[[KafkaMessage], Poison | None],
     ) -> None:
         self._handling = handling
         self._ordering = ordering
@@ -79,15 +84,16 @@ class InFlight:
         tracks, lanes, ordering = self.tracks, self._lanes, self._ordering
         create, watch = loop.create_task, self._watch
         for m in msgs:
-            err = m.error()
-            if err is not None:
-                self._consumer_error(err)
-                continue
             p = m.partition() or 0
             track = tracks.get(p)
             if track is None:
                 track = tracks[p] = PartitionTrack()
                 self.topic = m.topic() or self.topic
+            if m.error() is not None:  # counted, logged (rate-limited); fatal: raised
+                if (bad := self._consumer_error(m)) and track.set_aside(m, bad):
+                    self.count += 1  # unreadable data: its letter, in order
+                    self.finished += 1
+                continue
             entry = track.add(m)
             self.count += 1
             if ordering == "none":

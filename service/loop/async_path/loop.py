@@ -164,10 +164,10 @@ class AsyncLoop:
             max_attempts=max_attempts,
             retry_backoff_s=retry_backoff_ms / 1000.0,
             budget_s=budget_s,
-            consumer_error=self._consumer_error,
+            consumer_error=poison.consumer_error,
         )
         self._flight = InFlight(
-            self._handling, ordering, max_in_flight, self._consumer_error
+            self._handling, ordering, max_in_flight, poison.consumer_error
         )
         self.hold = Hold(consumer, metrics)
         self._release = Release(
@@ -376,9 +376,3 @@ class AsyncLoop:
             loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
             log.warning("handlers_cancelled_at_stop", tasks=len(left))
         self._settle()
-
-    def _consumer_error(self, err: Any) -> None:
-        self._m.consumer_errors.labels(err.name()).inc()
-        if err.fatal():
-            raise FatalError(f"fatal consumer error: {err.name()}: {err.str()}")
-        log.error("consumer_error", code=err.name(), error=err.str())

@@ -105,6 +105,10 @@ class Release:
         try:
             self._write(ready)
             released = {p: t.entries[n - 1].message.offset() + 1 for p, t, n in ready}  # type: ignore[operator]
+            for skip in self._poison.skips:  # past an unreadable range's end
+                released[skip.partition] = max(
+                    released.get(skip.partition, 0), skip.offset
+                )
             if self._positions is not None:
                 self._positions.released = released
             self._txn.commit([TopicPartition(topic, p) for p in released], {})
@@ -120,6 +124,7 @@ class Release:
         self._store(offsets)
         if self._hold.active:  # a rewound partition handled again: healed
             self._hold.confirmed([e.message for e in entries])
+        self._poison.skip(self._consumer)  # seek (and store) past unreadable ranges
         self._observe(entries)
         if self._shadow is not None:  # the released messages, as the sync loop's batch
             self._shadow([e.message for e in entries])
