@@ -126,24 +126,32 @@ def baseline_behind(report: Report) -> str | None:
     plan = report.plan
     if plan.max_mode:
         return None
-    found = []
+    failed, slow = [], []
     for profile, rows in report.summary.items():
         base = rows.get(plan.baseline)
         if base is None or len(rows) < 2:
             continue
         if base.errors or not base.runs:
-            found.append(f"`{profile}`: it failed, so no ratio is printed against it")
+            failed.append(f"`{profile}`")
         elif not base.kept_up or base.not_drained:
-            found.append(f"`{profile}`: it fell behind")
-    if not found:
-        return None
-    return (
-        f"**Caveat: the baseline `{plan.baseline}` did not keep up** "
-        f"({'; '.join(found)}). Its figures were taken while a backlog grew (its "
-        "CPU at its limit, its latency the time messages queued), so every ratio to "
-        "it compares a saturated worker with the others: read them as bounds, or "
-        "choose a baseline that keeps up (`--baseline`) or a lower `--rate`."
-    )
+            slow.append(f"`{profile}`")
+    said = []
+    if failed:
+        said.append(
+            f"**Caveat: the baseline `{plan.baseline}` failed** on "
+            f"{', '.join(failed)}, so no ratio is printed against it there."
+        )
+    if slow:
+        said.append(
+            f"**Caveat: the baseline `{plan.baseline}` did not keep up** on "
+            f"{', '.join(slow)}. Its figures were taken while a backlog grew: its "
+            "CPU per message, cores at the rate, RSS (its prefetch queue full) and "
+            "rejections still hold and are compared; its latency is the time "
+            "messages waited in the backlog, so no latency ratio is taken against "
+            "it. For a latency comparison choose a baseline that keeps up "
+            "(`--baseline`) or a lower `--rate`."
+        )
+    return "\n\n".join(said) or None
 
 
 def invalid_latencies(report: Report) -> str | None:
