@@ -39,9 +39,9 @@ class CaseResult(msgspec.Struct, kw_only=True, omit_defaults=True):
         e2e_p999_ms: 99.9th percentile end-to-end latency.
         decode_us: mean of the worker's sampled single decodes (in reports written
             before the worker sampled: a batch's decode time over its size).
-        decode_p50_us: median of the worker's sampled single decodes (every 32nd
-            message timed with `perf_counter_ns`: wall time, preemption included),
-            from the `worker_decode_seconds` histogram's delta.
+        decode_p50_us: median of the worker's sampled single decodes (every 64th
+            message timed in its thread's CPU time; every 32nd, in wall time, in
+            reports written before), from the `worker_decode_seconds` delta.
         handle_us: mean business-logic time per message.
         gc_ms_per_s: milliseconds per second the worker spent in cyclic garbage
             collection (all generations) over the load window.

@@ -80,9 +80,10 @@ def section(report: Report) -> str | None:
         f"objects against its result on your pydantic model, {judged}, no Kafka "
         f"(the same as `codec-schema check SCHEMA --logic ...{recording}`). "
         "CPU split per message: the decode (median of the worker's timed decodes) "
-        "and your handler (mean of its timed calls that returned), both wall time, "
-        "so preemption on a busy machine inflates them; the rest (CPU us/msg less "
-        "both: librdkafka, the loop, metrics) is left blank when they pass it.",
+        "and your handler (mean of its timed calls that returned), both CPU time "
+        "of the worker's thread (a handler's waits, for I/O or a sleep, are not "
+        "in it); the rest (CPU us/msg less both: librdkafka, the loop, metrics) is "
+        "left blank when they pass it.",
         "",
         "| codec | CPU us/msg | decode us | your logic us | rest us | your logic |",
         "| --- | --- | --- | --- | --- | --- |",

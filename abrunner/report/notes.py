@@ -24,16 +24,16 @@ _LEGEND: Final = {
     "GC per 1k msgs": "cyclic garbage collections, all generations "
     "(`worker_gc_collections_total`), per 1,000 messages handled",
     "decode % of CPU": "the decode's share of the worker's CPU per message: the "
-    "mean of its sampled single decodes (`decode_us` in report.json, wall time) "
-    "over CPU us/msg, repeat by repeat; the rest is the consumer around the decode "
-    "(librdkafka, batches, offsets, the logic, metrics). A preempted decode counts "
-    "its wait, so on a shared machine it errs high; never shown above 100 % (the "
-    "decode is part of that CPU): a share measured above it reads 100 % with the "
-    "measured figure beside it; report.json: `decode_share`, a fraction, as "
-    "measured",
-    "decode us": "median of the worker's sampled single decodes: every 32nd "
-    "message timed with `perf_counter_ns` (wall time, less the clock's own cost, "
-    "`worker_timer_overhead_seconds`), from the "
+    "mean of its sampled single decodes (`decode_us` in report.json, CPU time of "
+    "the worker's thread) over CPU us/msg, repeat by repeat; the rest is the "
+    "consumer around the decode (librdkafka, batches, offsets, the logic, "
+    "metrics). The decodes are a part of that CPU, so the share is at most 100 %; "
+    "a share measured above it (a worker that timed its decodes in wall time, as "
+    "workers did before, counting a preempted decode's wait) is not a share and "
+    "reads `-` with why; report.json: `decode_share`, a fraction, as measured",
+    "decode us": "median of the worker's sampled single decodes: every 64th "
+    "message timed with `thread_time_ns` (the CPU time of the worker's thread, "
+    "less the clock's own cost, `worker_timer_overhead_seconds`), from the "
     "`worker_decode_seconds` histogram; report.json keeps their mean too "
     "(`decode_us`)",
     "decode us in-process": "the same decoder in a tight loop in the runner's "
@@ -54,12 +54,11 @@ _LEGEND: Final = {
 """What the columns that need it mean, by header."""
 
 _WHY: Final = (
-    "The two are not the same measurement: the Kafka path's samples are wall time, "
-    "so they include preemption by the broker and the load generator on this "
-    "shared machine, where the in-process figure is CPU time; and a tight "
-    "in-process loop keeps the decoder's code and data in the CPU caches, while "
-    "the worker's loop also runs librdkafka, the business logic and the metrics "
-    "between two decodes, which evict them."
+    "Both are CPU time, but not the same measurement: a tight in-process loop "
+    "keeps the decoder's code and data in the CPU caches, while the worker's loop "
+    "also runs librdkafka, the business logic and the metrics between two "
+    "decodes, which evict them (and on this shared machine the broker and the load "
+    "generator run between them too)."
 )
 
 
