@@ -2,7 +2,7 @@
 
 | part | holds |
 | --- | --- |
-| `plan`, `results`, `peer_figures`, `config` | what is asked (the typed plan), what was measured (report.json's Structs; the framed cases' in-process figures), the `[ab]` settings |
+| `plan`, `schema_fit`, `results`, `peer_figures`, `config` | what is asked (the typed plan; which codecs a team's schema lets run, and what they skip), what was measured (report.json's Structs; the framed cases' in-process figures), the `[ab]` settings |
 | `report` | tables, decisions with intervals, charts and the `--compare` gate, built from results |
 | `lab` | the lab run: a worker and a load generator per case on a broker the runner owns |
 | `staging` | the staging verdict: two live deployments read from Prometheus |

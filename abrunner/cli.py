@@ -39,12 +39,13 @@ from abrunner import guarantees
 from abrunner.config import DEFAULT_CODECS, PREFERRED_BASELINE, TOOL, AbSettings
 from abrunner.framing import framed_plan
 from abrunner.lab import payload_sizing, peer_decode, runner
-from abrunner.plan import Plan, Profile, code_not_run, schema_limits, validator_lines
+from abrunner.plan import Plan, Profile
 from abrunner.report import compare, decisions, rejections
 from abrunner.report.logic_verdicts import judge as judge_logic
 from abrunner.report.tables import write
 from abrunner.report.terminal import print_tables
 from abrunner.results import CaseResult, Report
+from abrunner.schema_fit import code_not_run, schema_limits, validator_lines
 from loadgen import replay
 from localkafka.topics import CONNECT_TIMEOUT_S, TopicAdmin
 from schemas.errors import ConfigError, LocalKafkaError

@@ -10,7 +10,7 @@ full figures and the definitions follow in the report.
 A codec that fell behind the rate, the baseline or a candidate, is still compared
 on what holds for a saturated worker (CPU per message, cores at the rate, RSS,
 rejections); its latency is left out, with why, and the answer says what it would
-need to carry the rate (`abrunner.report.saturation`). Only a case that failed,
+need to carry the rate (`abrunner.report.notes`). Only a case that failed,
 lost messages or dead-lettered everything has nothing to compare.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from abrunner.report import decode_share, saturation
+from abrunner.report import decode_share, notes
 from abrunner.report.charts import SPLIT_CHART, splittable
 from abrunner.report.stats import MIN_REPEATS
 from abrunner.results import Ratio, Report, Row, by_cpu
@@ -112,13 +112,13 @@ def sentence(report: Report, profile: str, codec: str) -> str:
     if (base_trouble := _trouble(base, max_mode)) is not None:
         return f"{head}: no comparison, the baseline {base_trouble}"
     parts = [_cpu(report, profile, codec, row, base)]
-    if saturation.behind(row, max_mode):
-        parts.insert(0, "it " + saturation.carry(report, row))
+    if notes.behind(row, max_mode):
+        parts.insert(0, "it " + notes.carry(report, row))
     new, old = row.median("e2e_p99_ms"), base.median("e2e_p99_ms")
     slow = [
         who
         for who, r in (("it", row), ("the baseline", base))
-        if saturation.behind(r, max_mode)
+        if notes.behind(r, max_mode)
     ]
     if slow:
         parts.append(
@@ -180,7 +180,7 @@ def status(row: Row, max_mode: bool) -> str:
 
 def _trouble(row: Row, max_mode: bool) -> str | None:
     """Why none of a row's figures may be compared, or None (a row that fell
-    behind is compared on what holds: `abrunner.report.saturation`)."""
+    behind is compared on what holds: `abrunner.report.notes.behind`)."""
     if row.errors:
         return f"failed ({row.errors[0]})."
     if row.lost:
@@ -243,9 +243,9 @@ def section(report: Report) -> list[str]:
     base = report.plan.baseline
     lines = ["## The answer", ""]
     for profile, rows in report.summary.items():
-        if saturation.behind(rows.get(base), report.plan.max_mode) and len(rows) > 1:
+        if notes.behind(rows.get(base), report.plan.max_mode) and len(rows) > 1:
             where = f" ({profile})" if len(report.summary) > 1 else ""
-            carried = saturation.carry(report, rows[base])
+            carried = notes.carry(report, rows[base])
             lines += [f"- **{base}** (the baseline){where} {carried}."]
         for codec in by_cpu(rows):
             if codec != base:
@@ -271,8 +271,8 @@ def section(report: Report) -> list[str]:
             lines += [f"### {report.plan.heading(profile)}", ""]
         lines += [*_markdown(headers, body), ""]
         rows = report.summary[profile]
-        slow = [c for c in by_cpu(rows) if saturation.behind(rows[c], False)]
-        if not report.plan.max_mode and (said := saturation.note(report, slow)):
+        slow = [c for c in by_cpu(rows) if notes.behind(rows[c], False)]
+        if not report.plan.max_mode and (said := notes.saturated(report, slow)):
             lines += [said, ""]
     if splittable(report.summary):
         lines += [f"![CPU per message: decode and the rest]({SPLIT_CHART})", ""]
@@ -289,12 +289,12 @@ def short_tables(report: Report) -> list[tuple[str, list[str], list[list[str]]]]
             row = rows[codec]
             name = f"{codec} (baseline)" if codec == report.plan.baseline else codec
             cells = [name, status(row, report.plan.max_mode)]
-            slow = saturation.behind(row, report.plan.max_mode)
+            slow = notes.behind(row, report.plan.max_mode)
             for _, key, fmt in SHORT:
                 value = row.median(key)
                 if key == decode_share.SHARE:  # at most 100 %, or the cell says why
                     cells.append(decode_share.cell(row.figures.get(key), False))
-                elif slow and key in saturation.LATENCY:
+                elif slow and key in notes.LATENCY:
                     cells.append("- (fell behind)")
                 else:
                     cells.append("-" if value is None else fmt.format(value))

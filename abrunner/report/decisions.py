@@ -19,7 +19,7 @@ from typing import Final
 
 import msgspec
 
-from abrunner.report import order, paired, saturation, stats
+from abrunner.report import notes, order, paired, stats
 from abrunner.report.stats import DECIDED as DECIDED
 from abrunner.results import CaseResult, Ratio, Report, Spread, Summary, by_cpu
 
@@ -99,18 +99,18 @@ def baseline_ratios(report: Report) -> list[Ratio]:
 
 def _behind(report: Report, ratio: Ratio) -> Ratio:
     """A latency ratio without a verdict where either side fell behind: its
-    latency is its backlog's wait (`abrunner.report.saturation`)."""
-    if ratio.figure not in saturation.LATENCY or ratio.why is not None:
+    latency is its backlog's wait (`abrunner.report.notes`)."""
+    if ratio.figure not in notes.LATENCY or ratio.why is not None:
         return ratio
     rows = report.summary.get(ratio.profile, {})
     slow = [
         codec
         for codec in (report.plan.baseline, ratio.codec)
-        if saturation.behind(rows.get(codec), report.plan.max_mode)
+        if notes.behind(rows.get(codec), report.plan.max_mode)
     ]
     if not slow:
         return ratio
-    why = f"{' and '.join(slow)} fell behind: {saturation.WHY}"
+    why = f"{' and '.join(slow)} fell behind: {notes.WHY}"
     return msgspec.structs.replace(ratio, low=None, high=None, verdict=None, why=why)
 
 

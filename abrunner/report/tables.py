@@ -31,7 +31,6 @@ from abrunner.report import (
     logic_verdicts,
     notes,
     rejections,
-    saturation,
 )
 from abrunner.report.answer import status
 from abrunner.report.charts import SWEEP_CHART, charts, drawable
@@ -176,8 +175,8 @@ def table(
         ]
         for key, column in columns.items():
             compared = base is not None and column.ratio and codec != baseline
-            if key in saturation.LATENCY and any(
-                saturation.behind(r, max_mode) for r in (row, base)
+            if key in notes.LATENCY and any(
+                notes.behind(r, max_mode) for r in (row, base)
             ):
                 compared = False  # a backlog's wait is no ratio
             ref = base.median(key) if base and compared else None

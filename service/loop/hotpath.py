@@ -17,22 +17,17 @@ loop goes on with it): the header is read on the failure path only, so a message
 without it costs not one instruction more.
 
 `MessagePath.timed` handles one message the same way and times its decode and its
-logic alone in the CPU time of the worker's thread (`thread_time_ns`; the batch loop
-takes the clock's own cost, `clock_overhead_ns`, off each sample). CPU time, not wall
-time: a decode preempted by the broker or the load generator on a shared machine
-does not count its wait, so the sampled decodes are a part of the process's CPU and
-their share of it is at most all of it. The clock is a system call (~0.23 us here,
-against ~0.05 us for `perf_counter_ns`'s vDSO read), so the batch loop times every
-64th message, not every 32nd as it did with the wall clock: the same cost a message.
-The batch loop hands it every k-th message and the runs in between to `run`, so the
-histograms hold single decodes and the other messages pay nothing for the timing.
+logic alone in the CPU time of the worker's thread (`thread_time_ns`, less the clock's
+own cost, `clock_overhead_ns`): a decode preempted on a shared machine does not count
+its wait, so the sampled decodes are a part of the process's CPU. The batch loop
+hands it every k-th message and the runs in between to `run`, so the histograms hold
+single decodes and the other messages pay nothing for the timing.
 
 Performance note: counted with callgrind (`make bench-instructions`, deterministic),
 the worker adds ~1,300 machine instructions a message to a bare `decode(m.value())`
 loop, the same for every codec: ~570 for the checks any safe loop makes
 (`m.error()`, the size limit), ~300 for the rest of `run`, ~170 for timing every
-32nd decode with the wall clock (fewer for every 64th with the thread's CPU clock,
-whose system call callgrind does not count), ~270 for the per-batch metrics and
+32nd decode (then with `perf_counter_ns`), ~270 for the per-batch metrics and
 offset store. The loop this replaced
 (a countdown and configuration tests per message) added ~1,830. Against a protobuf
 decode of a medium order event (12,700 instructions, the cheapest codec) that is
