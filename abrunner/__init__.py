@@ -8,6 +8,7 @@
 | `staging` | the staging verdict: two live deployments read from Prometheus |
 | `framing` | `--framing confluent`: each codec framed beside its unframed twin, a local registry if none is given |
 | `guarantees` | `--processing-guarantee both`: the same load under each guarantee, exactly-once's cost per codec |
+| `interrupts` | Ctrl-C and SIGTERM during a run: stop the case, write the report |
 | `cli` | `codec-ab` and `codec-ab staging` |
 
 Each part may import only those above it in this table (`report` never imports `lab`),

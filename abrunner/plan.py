@@ -139,6 +139,11 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
             schema, judged before the run (`abrunner.report.logic_verdicts`).
         registry_url: the schema registry of the framed cases (`<codec>+confluent`
             in `codecs`, `abrunner.framing`); None when nothing is framed.
+        precision: a paired run adds repeats past `repeat` until every CPU us/msg
+            ratio's 95 % interval is within this fraction of it (0.05: ±5 %;
+            `abrunner.lab.precision`), or `precision_cap_s` would be passed;
+            None: `repeat` repeats. A report's `repeat` is the repeats run.
+        precision_cap_s: the time cap of `precision`, per profile.
 
     Raises:
         ConfigError: a value is out of range; the message names the flag.
@@ -171,8 +176,11 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     processing_guarantee: str = "at-least-once"
     logic_verdicts: tuple[tuple[str, str], ...] = ()
     registry_url: str | None = None
+    precision: float | None = None
+    precision_cap_s: float = 900.0
 
     def __post_init__(self) -> None:
+        self._check_precision()
         for codec in self.codecs:
             wire = codec.removesuffix(FRAMED)
             if wire == codec and (codec not in CODEC_NAMES or codec == "auto"):
@@ -205,6 +213,21 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
             raise ConfigError(
                 "--replay: a recording holds one schema's traffic; give one "
                 "--schema or --profile, not a sweep"
+            )
+
+    def _check_precision(self) -> None:
+        if self.precision is None:
+            return
+        if not 0 < self.precision < 1:
+            raise ConfigError(
+                f"--precision must be between 0 % and 100 %, got {self.precision:.0%}"
+            )
+        if self.precision_cap_s <= 0:
+            raise ConfigError("--precision-cap must be positive")
+        if self.mode != "paired" or self.max_mode or len(self.codecs) < 2:
+            raise ConfigError(
+                "--precision: narrows a paired run's CPU ratios (--mode paired, two "
+                "codecs or more, not --max)"
             )
 
     def framing_args(self, case: Case) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from abrunner.report import decode_share, notes
+from abrunner.report import decode_share, notes, paired
 from abrunner.report.charts import SPLIT_CHART, splittable
 from abrunner.report.stats import MIN_REPEATS
 from abrunner.results import Ratio, Report, Row, by_cpu
@@ -254,7 +254,9 @@ def section(report: Report) -> list[str]:
         return []
     lines.append("")
     repeat = report.plan.repeat
-    if repeat == 1:
+    if report.paired is not None:  # intervals from the windows, with any repeats
+        pass
+    elif repeat == 1:
         lines += [
             "One run per codec (`--repeat 1`): these ratios have no interval; run "
             f"`--repeat {MIN_REPEATS}` or more before deciding.",
@@ -266,6 +268,7 @@ def section(report: Report) -> list[str]:
             "repeats or more).",
             "",
         ]
+    lines += [*(f"{x}\n" for x in paired.precision_lines(report))]
     for profile, headers, body in short_tables(report):
         if len(report.summary) > 1:
             lines += [f"### {report.plan.heading(profile)}", ""]

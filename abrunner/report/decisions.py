@@ -195,6 +195,7 @@ def section(report: Report) -> str | None:
     lines = [
         _method(report),
         "",
+        *(f"{x}\n" for x in paired.precision_lines(report)),
         f"Each codec's figure over `{plan.baseline}`'s: the geometric mean of the "
         + (
             "blocks' ratios (CPU us/msg, p99) or of the repeats' (RSS)"
