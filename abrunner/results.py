@@ -39,7 +39,7 @@ class CaseResult(msgspec.Struct, kw_only=True, omit_defaults=True):
         e2e_p999_ms: 99.9th percentile end-to-end latency.
         decode_us: mean of the worker's sampled single decodes (in reports written
             before the worker sampled: a batch's decode time over its size).
-        decode_p50_us: median of the worker's sampled single decodes (every 64th
+        decode_p50_us: median of the worker's sampled single decodes (every 128th
             message timed in its thread's CPU time; every 32nd, in wall time, in
             reports written before), from the `worker_decode_seconds` delta.
         handle_us: mean business-logic time per message.

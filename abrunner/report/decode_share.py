@@ -9,7 +9,7 @@ at 10,000 msg/s 13-22. The share says how much of the CPU per message is the
 decode, so that a small difference between codecs reads as what it is.
 
 The share is the mean of the worker's sampled single decodes (`decode_us`: the
-`worker_decode_seconds` histogram's sum over its count, every 64th message timed,
+`worker_decode_seconds` histogram's sum over its count, every 128th message timed,
 so every message is equally likely to be timed) over `cpu_us_per_msg`, in the
 same repeat and the same window (the load and its drain). The mean, not the
 median the table shows as `decode us`: a share of the time spent adds every

@@ -46,7 +46,7 @@ _LEGEND: Final = {
     "a share measured above it (a worker that timed its decodes in wall time, as "
     "workers did before, counting a preempted decode's wait) is not a share and "
     "reads `-` with why; report.json: `decode_share`, a fraction, as measured",
-    "decode us": "median of the worker's sampled single decodes: every 64th "
+    "decode us": "median of the worker's sampled single decodes: every 128th "
     "message timed with `thread_time_ns` (the CPU time of the worker's thread, "
     "less the clock's own cost, `worker_timer_overhead_seconds`), from the "
     "`worker_decode_seconds` histogram; report.json keeps their mean too "

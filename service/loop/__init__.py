@@ -4,6 +4,7 @@
 | --- | --- |
 | `batch_loop` | `BatchLoop`: consume a batch, run it, update the metrics once, store offsets |
 | `hotpath` | `MessagePath`: the per-message decode and logic, with no per-message overhead |
+| `sample_clock` | the clocks of the timed messages: CPU time, left out when the thread was descheduled |
 | `partition_starts` | where a partition with no committed offset starts under `latest` |
 | `heap_trim` | large payloads handed back to the kernel once a burst ends |
 | `shutdown_budget` | what a SIGTERM may still cost: the last batch, the flush, the close |

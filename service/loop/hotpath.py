@@ -18,29 +18,21 @@ without it costs not one instruction more.
 
 `MessagePath.timed` handles one message the same way and times its decode and its
 logic alone in the CPU time of the worker's thread (`thread_time_ns`, less the clock's
-own cost, `clock_overhead_ns`): a decode preempted on a shared machine does not count
-its wait, so the sampled decodes are a part of the process's CPU. The batch loop
-hands it every k-th message and the runs in between to `run`, so the histograms hold
-single decodes and the other messages pay nothing for the timing.
+own cost), leaving out a call its thread was descheduled in (`service.loop.sample_clock`):
+the sampled decodes are a part of the process's CPU. The batch loop hands it every
+k-th message and the runs in between to `run`, so the histograms hold single decodes
+and the other messages pay nothing for the timing.
 
-Performance note: counted with callgrind (`make bench-instructions`, deterministic),
-the worker adds ~1,300 machine instructions a message to a bare `decode(m.value())`
-loop, the same for every codec: ~570 for the checks any safe loop makes
-(`m.error()`, the size limit), ~300 for the rest of `run`, ~170 for timing every
-32nd decode (then with `perf_counter_ns`), ~270 for the per-batch metrics and
-offset store. The loop this replaced
-(a countdown and configuration tests per message) added ~1,830. Against a protobuf
-decode of a medium order event (12,700 instructions, the cheapest codec) that is
-10 %; in a real drain such a message costs ~3 us of CPU in all (`consume()` and
-librdkafka's fetch thread included), of which the worker's main thread spends 0.1-0.3
-us more than a bare loop's (`make bench`, per-thread figures in `--json`).
+Performance note: `make bench-instructions` counts with callgrind (deterministic)
+what the worker adds per message to a bare `decode(m.value())` loop, part by part
+(the checks any safe loop makes, the rest of `run`, the timing, the per-batch
+metrics and offset store); docs/benchmarks.md has the figures per codec.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from time import thread_time_ns
 from typing import Any, Final
 
 from codec import AutoCodec, Codec
@@ -51,6 +43,7 @@ from service.delivery.outputs import Emit
 from service.kafka.headers import CONTENT_TYPE
 from service.kafka.protocols import KafkaMessage
 from service.loop.message_budget import OverBudget
+from service.loop.sample_clock import DESCHEDULED_NS, cpu_clock, wall_clock
 
 Step = Callable[[Any], object]
 """The business logic for one decoded message; raises to reject it."""
@@ -233,10 +226,12 @@ class MessagePath:
 
     def _timed(self, decode: Callable[[bytes], object]) -> Timed:
         """The timed path: only the library's decode call and the logic are inside
-        the clock readings (the `auto` codec's choice by header is made before)."""
+        the clock readings (the `auto` codec's choice by header is made before),
+        the CPU clock's inside the wall clock's (`DESCHEDULED_NS`)."""
         limit, failed, rejected = self._limit, self._failed, self._rejected
         pick, step, emit = self._pick, self._step, self._emit
-        unencodable, clock = self._unencodable, thread_time_ns
+        unencodable, cpu, wall = self._unencodable, cpu_clock, wall_clock
+        away = DESCHEDULED_NS
 
         def timed(
             m: KafkaMessage, tally: Tally, decode_ns: list[int], handle_ns: list[int]
@@ -246,22 +241,29 @@ class MessagePath:
                 if m.error() is not None or (size := len(value)) > limit:  # type: ignore[arg-type]
                     raise _Unusable
                 decoder = decode if pick is None else pick(m)
-                t0 = clock()
+                w0, c0 = wall(), cpu()
                 obj = decoder(value)  # type: ignore[arg-type]
-                t1 = clock()
+                c1, w1 = cpu(), wall()
             except MemoryError:
                 raise
             except (Exception, OverBudget) as exc:
                 if (obj := failed(m, exc, tally)) is _UNDECODED:
                     return 0
-                t1 = clock()  # decoded by its header: that decode is not timed
+                c1, w1 = (
+                    cpu(),
+                    wall(),
+                )  # decoded by its header: that decode is not timed
+                kept = True
             else:
-                decode_ns.append(t1 - t0)
+                if kept := w1 - w0 - (c1 - c0) < away:
+                    decode_ns.append(c1 - c0)
             out = None
             if step is not None:
                 try:
                     out = step(obj)
-                    handle_ns.append(clock() - t1)
+                    c2, w2 = cpu(), wall()
+                    if kept and w2 - w1 - (c2 - c1) < away:
+                        handle_ns.append(c2 - c1)
                 except MemoryError:
                     raise
                 except (Exception, OverBudget) as exc:
@@ -350,23 +352,6 @@ class MessagePath:
 
 
 _REJECTED_CODE: Final = MessagePath._rejected.__code__
-
-
-def clock_overhead_ns(samples: int = 2001) -> int:
-    """What a pair of `thread_time_ns` readings adds to the interval between them.
-
-    The median of `samples` empty brackets (`t0 = clock(); t1 = clock()`), the shape
-    `timed` uses: ~250 ns here, a quarter of a protobuf decode, so the worker
-    subtracts it from each timed decode and logic call (and exports it as
-    `worker_timer_overhead_seconds`). ~1 ms, once at start-up."""
-    clock = thread_time_ns
-    gaps = []
-    for _ in range(samples):
-        t0 = clock()
-        t1 = clock()
-        gaps.append(t1 - t0)
-    gaps.sort()
-    return gaps[len(gaps) // 2]
 
 
 def _by_content_type(

@@ -83,7 +83,7 @@ class Metrics:
         ).labels(codec)
         self.decode_seconds = BatchHistogram(
             "worker_decode_seconds",
-            "CPU time of the worker's thread in single decodes (every 64th message "
+            "CPU time of the worker's thread in single decodes (every 128th message "
             "is timed), less the clock's own cost (worker_timer_overhead_seconds).",
             PER_MESSAGE_BUCKETS,
             ["codec"],
