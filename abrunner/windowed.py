@@ -53,7 +53,7 @@ class PrecisionStop(msgspec.Struct, frozen=True, kw_only=True):
         windows: the baseline's usable windows over those repeats.
         seconds: the profile's wall time, repeats one after another.
         why: `reached`, `time cap` (another repeat would pass `cap_s`), `repeat
-            limit` or `failed` (a repeat failed: more would not help).
+            limit` or `failed` (two repeats in a row failed).
         cap_s: the time cap.
     """
 

@@ -100,8 +100,8 @@ def run_all(
     With `plan.precision`, a profile adds repeats past `plan.repeat` while a CPU
     ratio's interval is wider than asked (`abrunner.lab.precision`), and its
     stop is recorded in `found.stops`. A repeat that fails is recorded as a
-    failed case for every codec; the others still run (under `--precision`, a
-    failed repeat ends its profile: more of the same would fail too).
+    failed case for every codec; the others still run (under `--precision`, two
+    failed in a row end the profile: more of the same would fail too).
     """
     for profile in plan.profiles:
         progress = None if plan.precision is None else Progress(plan, profile.label)
@@ -116,7 +116,7 @@ def run_all(
             repeat += 1
             if progress is None:
                 continue
-            why = "failed" if failed else progress.done(found)
+            why = progress.done(found, failed)
             note(progress.note(plan.precision or 0.0))
             if why is not None:
                 found.stops.append(progress.stop(found, why))

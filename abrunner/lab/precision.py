@@ -31,6 +31,9 @@ from abrunner.results import Ratio
 from abrunner.windowed import Paired, PrecisionStop
 
 FIGURE: Final = "cpu_us_per_msg"
+FAILURES: Final = 2
+"""Repeats failed one after another that end a profile (one may be the machine's
+moment: a worker that got no partitions in time on an overloaded machine)."""
 MAX_REPEATS: Final = 100
 """As many repeats as `--repeat` allows: the cap's fallback for a tiny window."""
 
@@ -75,6 +78,7 @@ def why_stop(
     elapsed_s: float,
     longest_s: float,
     cap_s: float,
+    failed_in_a_row: int = 0,
 ) -> str | None:
     """Why to stop adding repeats, or None to run another.
 
@@ -86,11 +90,15 @@ def why_stop(
         elapsed_s: the profile's time so far.
         longest_s: its longest repeat: what one more is expected to take.
         cap_s: the time cap.
+        failed_in_a_row: the last repeats that failed, one after another (two:
+            more of the same would fail too).
     """
     if repeats < min_repeats:
         return None
     if reached is not None and reached <= asked:
         return "reached"
+    if failed_in_a_row >= FAILURES:
+        return "failed"
     if repeats >= MAX_REPEATS:
         return "repeat limit"
     if elapsed_s + longest_s > cap_s:
@@ -106,16 +114,18 @@ class Progress:
         self._profile = profile
         self._start = self._mark = time.monotonic()
         self._longest = 0.0
+        self._failed = 0
         self.repeats = 0
         self.reached: float | None = None
         self.widest: str | None = None
 
-    def done(self, windows: Paired) -> str | None:
-        """Count a repeat just finished; why to stop, or None."""
+    def done(self, windows: Paired, failed: bool = False) -> str | None:
+        """Count a repeat just finished (or `failed`); why to stop, or None."""
         plan = self._plan
         assert plan.precision is not None  # noqa: S101 (only built with --precision)
         now = time.monotonic()
         self.repeats += 1
+        self._failed = self._failed + 1 if failed else 0
         self._longest = max(self._longest, now - self._mark)
         self._mark = now
         self.reached, self.widest = widest(
@@ -129,6 +139,7 @@ class Progress:
             elapsed_s=now - self._start,
             longest_s=self._longest,
             cap_s=plan.precision_cap_s,
+            failed_in_a_row=self._failed,
         )
 
     def stop(self, windows: Paired, why: str) -> PrecisionStop:

@@ -222,7 +222,7 @@ def precision_lines(report: Report) -> list[str]:
             "time cap": f"stopped at the time cap ({stop.cap_s:.0f} s, "
             "`--precision-cap`): another repeat would have passed it",
             "repeat limit": "stopped at the limit of repeats",
-            "failed": "stopped: a repeat failed (see the failed cases)",
+            "failed": "stopped: two repeats in a row failed (see the failed cases)",
         }.get(stop.why, f"stopped: {stop.why}")
         lines.append(f"{head}: {reached}, asked {asked}, after {spent}; {why}.")
     return lines
