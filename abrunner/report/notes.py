@@ -273,9 +273,8 @@ def carry(report: Report, row: Row) -> str:
     if cores > 1:
         processes = math.ceil(cores)
         return text + (
-            f"cores, more than one worker process decodes with (its decoding runs "
-            f"on one core): {processes} worker processes or more, the partitions "
-            "spread over them"
+            f"cores, more than the one core a worker process decodes on: "
+            f"{processes} worker processes or more, the partitions spread over them"
         )
     got = "" if cpu is None else f", and it got {cpu:.0f} % of one here"
     return text + f"of a core{got} (the machine's other work took the rest)"
