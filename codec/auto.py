@@ -1,8 +1,11 @@
 """The `auto` codec: one decoder per message, chosen by its `content-type` header.
 
 For a topic that holds several encodings while producers migrate (zero-downtime codec
-rollout). A message with no `content-type` decodes as JSON with the configured JSON
-codec: producers that predate the migration are JSON producers that set no header.
+rollout). The worker passes a message's last `content-type` header (Kafka's
+convention: a later header overrides an earlier one; `service.kafka.headers.
+last_header`). A message with no `content-type` decodes as JSON with the configured
+JSON codec: producers that predate the migration are JSON producers that set no
+header. An unknown one is refused (`DecodeError`, reason `content_type`).
 """
 
 from __future__ import annotations

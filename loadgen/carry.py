@@ -47,7 +47,7 @@ from schemas.compare import diff, read_native
 from schemas.errors import ConfigError, DecodeError
 from schemas.shape import ListOf, MapOf, MessageShape, TupleOf, TypeShape, UnionOf
 from schemas.wire_shape import shape_of
-from service.kafka.headers import CONTENT_TYPE
+from service.kafka.headers import CONTENT_TYPE, last_header
 from service.shadow.verdict import located
 
 _INT_RANGE: Final = (-(2**63), 2**64)
@@ -69,8 +69,8 @@ key's repr; one that is no literal is found by its repr)."""
 
 
 def content_type(r: Record) -> bytes | None:
-    """The recorded `content-type` header (None: the record has none)."""
-    return next((v for k, v in r.headers if k == CONTENT_TYPE), None)
+    """The recorded `content-type` header, the last if several (None: none)."""
+    return last_header(r.headers, CONTENT_TYPE)
 
 
 @dataclass

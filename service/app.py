@@ -340,9 +340,7 @@ class Worker:
             return
         code = err.name() if err is not None else failed[0].error.name()
         self.metrics.consumer_errors.labels(f"commit:{code}").inc()
-        log.warning(
-            "commit_failed", code=code, partitions=[tp.partition for tp in failed]
-        )
+        self.errors.commit_failed(code, [tp.partition for tp in failed])
 
     def _on_client_error(self, err: KafkaError, source: str = "") -> None:
         self.metrics.consumer_errors.labels(source + err.name()).inc()

@@ -52,6 +52,12 @@ _FLAGS: Final = (
         ("consumer", "group_instance_id"),
         "static membership: a restart keeps the partitions (no rebalance)",
     ),
+    Flag(
+        "--commit-interval-ms",
+        ("consumer", "commit_interval_ms"),
+        "commit stored offsets this often: bounds what a crash re-reads",
+        int,
+    ),
     Flag("--codec", ("codec", "name"), "codec key (see --list-codecs)"),
     Flag("--schema", ("codec", "schema"), SPEC_HELP),
     Flag("--auto-json", ("codec", "auto_json"), "JSON codec of the auto codec"),

@@ -1,9 +1,12 @@
 """`auto` with `--framing confluent`: a frame is recognised by its magic byte.
 
 A value that starts with 0 or 1 is read as a Confluent frame whatever its
-`content-type` says, and the schema type its id has in the registry picks the
+`content-type` says, an unknown one included (a producer's own label for
+registry-framed data, e.g. `application/vnd.confluent.avro`: the frame's schema id
+says what it is), and the schema type its id has in the registry picks the
 framed codec: AVRO -> `avro`, PROTOBUF -> `protobuf`, JSON -> the auto codec's JSON
-codec. Any other value decodes by its `content-type`, as `auto` always does. JSON,
+codec. Any other value decodes by its `content-type`, as `auto` always does (an
+unknown one is dead-lettered `content_type`). JSON,
 MessagePack and protobuf values never start with 0 or 1 (an object, a map, a field
 tag of field 1 or more), so they cannot be mistaken for a frame; FlatBuffers and
 Cap'n Proto values are never sniffed. Raw Avro can start with 0 or 1: on a topic
@@ -50,6 +53,26 @@ class _Sniffing:
         return safe_decode(self.name, self.decode_unchecked, data)
 
 
+class _FramesOnly:
+    """An unknown content type's decoder: frames only; anything else is refused
+    with the content type's error."""
+
+    def __init__(
+        self, name: str, framed: Callable[[bytes], Any], unknown: DecodeError
+    ) -> None:
+        self.name = name
+
+        def decode_unchecked(data: bytes) -> Any:
+            if data[:1] in (b"\x00", b"\x01"):
+                return framed(data)
+            raise unknown
+
+        self.decode_unchecked = decode_unchecked
+
+    def decode(self, data: bytes, /) -> Any:
+        return safe_decode(self.name, self.decode_unchecked, data)
+
+
 class FramedAutoCodec(AutoCodec):
     """An `AutoCodec` whose per-content-type codecs recognise frames first.
 
@@ -89,7 +112,10 @@ class FramedAutoCodec(AutoCodec):
 
     def codec_for(self, content_type: bytes | None) -> Any:
         """The codec for a header value, recognising frames (see the module)."""
-        base = self._auto.codec_for(content_type)
+        try:
+            base = self._auto.codec_for(content_type)
+        except DecodeError as unknown:
+            return _FramesOnly(self.name, self._decode_framed, unknown)
         found = self._sniffing.get(id(base))
         if found is None:
             sniffs = base.content_type not in _NEVER_SNIFFED

@@ -11,11 +11,15 @@ per-message code is the same for both.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+from confluent_kafka import Consumer
 
 from service.delivery.dead_letters import PoisonHandler
 from service.delivery.gated_writes import ConfirmedProducer
+from service.delivery.letter_ladder import Spool
 from service.delivery.transactions import Transactions
+from service.kafka.batch_probe import BatchProbe
 from service.kafka.protocols import KafkaProducer, WorkerConsumer
 from service.settings.worker import Settings
 from service.telemetry.metrics import Metrics
@@ -37,19 +41,22 @@ def batch_writes(
     producer: KafkaProducer | None,
     stopping: Callable[[], bool],
     renew: Callable[[], KafkaProducer] | None = None,
+    probes: Callable[[dict[str, Any]], Any] = Consumer,
 ) -> BatchWrites:
     """Build the writers; with exactly-once this calls `init_transactions` (the
     broker is contacted). `renew` builds another producer like `producer` (the
-    same `transactional.id`), for when that one becomes unusable.
+    same `transactional.id`), for when that one becomes unusable; `probes` the
+    consumer that finds where an unreadable batch ends (made when one is met).
 
     Raises:
         FatalError: the producer could not be made transactional.
     """
     s, p = settings, settings.processing
+    spool = Spool(settings.dead_letter_spool())
     confirmed = (
         None
         if producer is None
-        else ConfirmedProducer(producer, p.delivery_timeout_s, stopping)
+        else ConfirmedProducer(producer, p.delivery_timeout_s, stopping, spool)
     )
     dead_letters = None
     if p.on_decode_error == "dead_letter" and confirmed is not None:
@@ -57,11 +64,14 @@ def batch_writes(
     output = None
     if p.output_topic is not None and confirmed is not None:
         output = (confirmed, p.output_topic)
+    probe = BatchProbe(settings.consumer_config(plaintext_secrets=True), probes)
     poison = PoisonHandler(
         metrics,
         codec=s.codec.name,
         group=s.consumer.group_id,
         dead_letters=dead_letters,
+        probe=probe.last_offset,
+        exactly_once=s.exactly_once,
     )
     transactions = None
     if s.exactly_once and producer is not None:
@@ -71,5 +81,6 @@ def batch_writes(
             p.delivery_timeout_s,
             renew=renew,
             replaced=None if confirmed is None else confirmed.use,
+            skips=lambda: poison.skips,
         )
     return BatchWrites(poison, output, transactions)

@@ -11,22 +11,20 @@ retries later (`service.delivery.held_partitions`), so nothing is lost and nothi
 from __future__ import annotations
 
 import hashlib
-import os
-import socket
 import time
 from collections.abc import Callable
 from typing import Any, Final
 
 from confluent_kafka import KafkaError, KafkaException
 
-from schemas.errors import CodecError, DeliveryError
+from schemas.errors import DeliveryError
+from service.delivery.letter_ladder import REFUSED_AS_IS, Spool, essentials
 from service.delivery.transactions import transactional_id
 from service.kafka.admin_topics import Topics
-from service.kafka.protocols import Headers, KafkaMessage, KafkaProducer
+from service.kafka.headers import DLQ_PREFIX
+from service.kafka.protocols import KafkaProducer
 from service.settings.worker import Settings
 
-DLQ_PREFIX: Final = "x-dlq-"
-_MAX_MESSAGE: Final = 200
 _GRACE_S: Final = 5.0
 _SLICE_S: Final = 0.25
 """How often `confirm` looks up from its wait to see whether the worker stops."""
@@ -36,11 +34,16 @@ grace turns a bare "not acknowledged" into the write's own error and topic."""
 _NO_TOPIC: Final = frozenset(
     {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC}
 )
-WORKER_ID: Final = f"{socket.gethostname()}-{os.getpid()}"
 
 
-_OWN_KEYS: Final = frozenset({"droppable", "dropped"})
+_OWN_KEYS: Final = frozenset(
+    {
+        *("droppable", "dropped", "level", "acked"),
+        *("original_value", "original_headers", "source", "where"),
+    }
+)
 """Keys of a queued record that are this class's bookkeeping, not the client's."""
+_STEPS_KEPT: Final = 10_000
 _BATCH_SIZE: Final = 1_000_000
 """librdkafka's default `batch.size`."""
 
@@ -49,10 +52,14 @@ def writer_config(settings: Settings, admin: Topics | None) -> dict[str, Any]:
     """The dead-letter and output producer's librdkafka settings.
 
     What the consumer can receive, the producer can send (`message.max.bytes`
-    follows `fetch_max_bytes`). The broker refuses a whole record batch over the
-    topic's `max.message.bytes`, small records and all, so `batch.size` stays below
-    the smallest limit of the written topics; then only a record too large alone
-    is refused, and a dead letter is written again without its value.
+    follows `fetch_max_bytes`), up to the largest `max.message.bytes` of the
+    written topics, when known: a record over it is refused by the client at once,
+    before it is copied into the producer's queue (a 90 MB value inflated from a
+    compressed bomb is not held twice). (One producer writes both topics: the
+    smaller limit would refuse records the other topic takes.) The broker refuses a whole record batch
+    over the topic's limit, small records and all, so `batch.size` stays below
+    that limit; then only a record too large alone is refused, and a dead letter
+    is written again without its value.
     """
     p = settings.processing
     conf = settings.producer_config(plaintext_secrets=True)
@@ -62,6 +69,10 @@ def writer_config(settings: Settings, admin: Topics | None) -> dict[str, Any]:
     topics = [p.dlq_topic_for(settings.consumer.topic), p.output_topic]
     limits = [admin.max_message_bytes(t) for t in topics if t] if admin else []
     known = [n for n in limits if n is not None]
+    if known:  # over every written topic's limit: refused by the client at once
+        conf["message.max.bytes"] = max(
+            1024, min(conf["message.max.bytes"], max(known))
+        )
     if known and min(known) - 1024 < _BATCH_SIZE:
         conf["batch.size"] = max(1024, min(known) - 1024)
     if settings.exactly_once:
@@ -75,51 +86,14 @@ def writer_config(settings: Settings, admin: Topics | None) -> dict[str, Any]:
     return conf
 
 
-def dead_letter_headers(
-    msg: KafkaMessage,
-    error: Exception,
-    *,
-    codec: str,
-    group: str,
-    stage: str,
-    attempts: int = 1,
-) -> Headers:
-    """The original headers plus `x-dlq-*` error context (never payload values).
-
-    A logic error's letter also says how many attempts the logic made
-    (`x-dlq-attempts`, the retry budget)."""
-    if isinstance(error, CodecError):
-        reason, exc_type, text = error.reason, error.cause_type, str(error)
-    else:  # a LogicError, whose text never quotes input (see service/delivery/dead_letters.py)
-        cause = error.__cause__ or error
-        reason = "logic"
-        exc_type = f"{type(cause).__module__}.{type(cause).__qualname__}"
-        text = str(error)
-    headers: Headers = list(msg.headers() or ())
-    headers += [
-        (DLQ_PREFIX + "reason", reason.encode()),
-        (DLQ_PREFIX + "stage", stage.encode()),
-        (DLQ_PREFIX + "exception-type", (exc_type or type(error).__name__).encode()),
-        (DLQ_PREFIX + "exception-message", text[:_MAX_MESSAGE].encode()),
-        (DLQ_PREFIX + "codec", codec.encode()),
-        (DLQ_PREFIX + "topic", (msg.topic() or "").encode()),
-        (DLQ_PREFIX + "partition", str(msg.partition()).encode()),
-        (DLQ_PREFIX + "offset", str(msg.offset()).encode()),
-        (DLQ_PREFIX + "timestamp", str(msg.timestamp()[1]).encode()),
-        (DLQ_PREFIX + "group", group.encode()),
-        (DLQ_PREFIX + "worker", WORKER_ID.encode()),
-    ]
-    if stage == "process":
-        headers.append((DLQ_PREFIX + "attempts", str(attempts).encode()))
-    return headers
-
-
 class ConfirmedProducer:
     """A producer whose writes are confirmed together, once per batch.
 
-    A dead letter too large for the producer or the topic is written again without
-    its value (`droppable` writes only): its headers keep the original's size and
-    sha256, so oversize poison never stops the group and still leaves a trace.
+    A dead letter (`droppable` writes only) the producer or the topic refuses for
+    what it is (too large, a timestamp or record the topic does not take) is
+    written again without its value, then cut to its essentials, and at last
+    spooled to a local file (`service.delivery.letter_ladder`): poison never stops
+    the group and always leaves a trace.
 
     Args:
         producer: an idempotent confluent-kafka producer.
@@ -130,6 +104,8 @@ class ConfirmedProducer:
             waiting within `_SLICE_S` and the batch is left unstored (its
             messages are read again), so a stalled broker cannot hold a SIGTERM
             for the whole delivery timeout.
+        spool: where a dead letter refused even cut to its essentials goes;
+            None: such a write fails like any other (`DeliveryError`).
     """
 
     def __init__(
@@ -137,6 +113,7 @@ class ConfirmedProducer:
         producer: KafkaProducer,
         timeout_s: float,
         interrupted: Callable[[], bool] | None = None,
+        spool: Spool | None = None,
     ) -> None:
         self._producer = producer
         self._timeout_s = timeout_s
@@ -144,32 +121,72 @@ class ConfirmedProducer:
         self._pending: dict[str, int] = {}
         self._failed: list[tuple[Any, dict[str, Any]]] = []
         self._epoch = 0
+        self._spool = spool
+        self._steps: dict[Any, tuple[int, Any, bool]] = {}
+        """Per letter (`where`: its source), the ladder's step it reached, the
+        refusal that took it there and whether its timestamp was refused (kept
+        for `_STEPS_KEPT` letters)."""
+        self.on_refused: Callable[[Any, str], None] | None = None
+        """Called with an output record's source message (its `source`) and the
+        error's name when the broker refuses the record for what it is (a write
+        that would fail for ever): it dead-letters the message through this
+        producer (`PoisonHandler`); None: the refusal is a `DeliveryError`."""
         self.values_dropped = 0
         """Dead letters acknowledged without their value so far (see the class)."""
+        self.cut = 0
+        """Dead letters acknowledged cut to their essentials so far."""
+        self.spooled = 0
+        """Dead letters spooled to the local file so far."""
 
     @property
     def pending(self) -> int:
         """Writes produced and not yet acknowledged or failed."""
         return sum(self._pending.values())
 
-    def produce(self, topic: str, *, droppable: bool = False, **record: Any) -> None:
+    def produce(
+        self,
+        topic: str,
+        *,
+        droppable: bool = False,
+        acked: Callable[[], None] | None = None,
+        **record: Any,
+    ) -> None:
         """Queue one record; its delivery is checked by the next `confirm`.
+
+        Args:
+            topic: where it goes.
+            droppable: a dead letter (see the class).
+            acked: called once the broker has the record, even after `abandon`
+                (it landed: the caller need not write it again).
+            **record: the client's `produce` arguments.
 
         Raises:
             DeliveryError: the client refused the record (not retried here).
         """
         record["topic"] = topic
         record["droppable"] = droppable
+        record["acked"] = acked
         epoch = self._epoch
+        if (known := self._steps.get(record.get("where"))) is not None:
+            # Refused before, and its batch is read again (exactly-once: the
+            # refusal aborted the transaction): start where the ladder got to.
+            level, err, timeless = known
+            if timeless:
+                record.pop("timestamp", None)
+            while record.get("level", 1) < level:
+                self._ladder(err, record)
 
         def on_delivery(err: Any, _msg: Any) -> None:
+            if err is None and acked is not None:
+                acked()
             if epoch != self._epoch:  # abandoned: its batch is processed again
                 return
             self._pending[topic] -= 1
             if err is not None:
                 self._failed.append((err, record))
-            elif record.get("dropped"):
-                self.values_dropped += 1
+            else:
+                self.values_dropped += bool(record.get("dropped"))
+                self.cut += record.get("level", 1) == 3
 
         while True:
             try:
@@ -182,9 +199,16 @@ class ConfirmedProducer:
                 self._producer.poll(0.05)
             except KafkaException as exc:  # refused before queueing (size, config)
                 err = exc.args[0]
-                if self._dropped_value(err, record):
+                step = self._step_down(err, record)
+                if step == "again":
                     continue
-                raise DeliveryError(_refused(topic, err)) from None
+                if step == "spooled":
+                    return
+                if not droppable and err.code() in REFUSED_AS_IS:
+                    # A result the topic will never take: its message is poison
+                    # (the loop dead-letters it, reason `encode`), not a retry.
+                    raise RecordRefused(f"{topic!r} refused it: {err.name()}") from None
+                raise _refused(topic, err) from None
         self._pending[topic] = self._pending.get(topic, 0) + 1
 
     def confirm(self) -> int:
@@ -232,37 +256,111 @@ class ConfirmedProducer:
         self._pending = {}
         self._failed = []
 
-    def _dropped_value(self, err: Any, record: dict[str, Any]) -> bool:
-        """Strip a too-large dead letter's value in place; True if it was."""
+    def _step_down(self, err: Any, record: dict[str, Any]) -> str | None:
+        """A dead letter refused for what it is: the next step of the ladder
+        (`service.delivery.letter_ladder`), applied to `record` in place.
+
+        Returns:
+            "again" to write it again, "spooled" if it went to the spool, None if
+            the refusal is not the letter's to answer (not a dead letter, or an
+            error of the topic or the cluster).
+
+        Raises:
+            DeliveryError: the spool could not be written either.
+        """
+        if not record["droppable"] or err.code() not in REFUSED_AS_IS:
+            return None
+        if err.code() == KafkaError.INVALID_TIMESTAMP and record.get("timestamp"):
+            record.pop("timestamp")  # the topic's time rule: x-dlq-timestamp keeps it
+            step: str | None = "again"
+        else:
+            step = self._ladder(err, record)
+        if step == "again" and (where := record.get("where")) is not None:
+            level, before, timeless = self._steps.get(where, (1, err, False))
+            self._steps[where] = (
+                record.get("level", 1),
+                err if record.get("level", 1) > level else before,
+                timeless or "timestamp" not in record,
+            )
+            while len(self._steps) > _STEPS_KEPT:
+                del self._steps[next(iter(self._steps))]
+        return step
+
+    def _ladder(self, err: Any, record: dict[str, Any]) -> str | None:
+        """The ladder's next step for a letter refused for its size or content."""
+        level = record.get("level", 1)
         value = record.get("value")
-        if err.code() != KafkaError.MSG_SIZE_TOO_LARGE or not value:
-            return False
-        if not record["droppable"]:
-            return False
-        record["headers"] = [
-            *record.get("headers", ()),
-            (DLQ_PREFIX + "value-dropped-bytes", str(len(value)).encode()),
-            (DLQ_PREFIX + "value-sha256", hashlib.sha256(value).hexdigest().encode()),
-            (DLQ_PREFIX + "value-dropped-reason", err.name().encode()),
-        ]
-        record["value"] = None
-        record["dropped"] = True
-        return True
+        if level == 1 and value:
+            record["headers"] = [
+                *record.get("headers", ()),
+                (DLQ_PREFIX + "value-dropped-bytes", str(len(value)).encode()),
+                (
+                    DLQ_PREFIX + "value-sha256",
+                    hashlib.sha256(value).hexdigest().encode(),
+                ),
+                (DLQ_PREFIX + "value-dropped-reason", err.name().encode()),
+            ]
+            record["original_value"] = value
+            record["value"] = None
+            record["dropped"] = True
+            record["level"] = 2
+            return "again"
+        if level < 3:
+            record["original_headers"] = record.get("headers")
+            essentials(record, err.name())
+            return "again"
+        if self._spool is None:
+            return None
+        try:
+            self._spool.write(record, err.name())
+        except OSError as exc:
+            raise DeliveryError(
+                f"dead letter refused by {record['topic']!r} ({err.name()}) even "
+                f"cut to its essentials, and the spool {self._spool.path} cannot be "
+                f"written: {exc}"
+            ) from None
+        self.spooled += 1
+        return "spooled"
 
     def _retry_or_raise(self) -> None:
         failed, self._failed = self._failed, []
         for err, record in failed:
-            if self._dropped_value(err, record):
+            step = self._step_down(err, record)
+            if step == "again":
                 topic = record.pop("topic")
                 self.produce(topic, **record)
                 continue
-            raise DeliveryError(_refused(record["topic"], err))
+            if step == "spooled":
+                continue
+            source = record.get("source")
+            refused = err.code() in REFUSED_AS_IS and source is not None
+            if refused and self.on_refused is not None:
+                self.on_refused(source, err.name())
+                continue
+            raise _refused(record["topic"], err)
 
 
-def _refused(topic: str, err: Any) -> str:
+class RecordRefused(ValueError):
+    """The client refused an output record for what it is (too large for the
+    topic...): writing it again cannot help."""
+
+
+class WriteRefused(DeliveryError):
+    """A write the client or the broker refused, with librdkafka's error code."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _refused(topic: str, err: Any) -> WriteRefused:
+    """The error for a write `topic` refused, its code kept (`code`: the log's
+    rate limit, `service.delivery.held_partitions`)."""
     hint = ""
     if err.code() in _NO_TOPIC:  # deleted since the start-up check
         hint = " (no such topic: create it; the worker retries until it exists)"
     elif err.code() == KafkaError._MSG_TIMED_OUT:
         hint = " (is the topic there, and its leader up? the worker retries)"
-    return f"write to {topic!r} failed: {err.name()}: {err.str()}" + hint
+    return WriteRefused(
+        f"write to {topic!r} failed: {err.name()}: {err.str()}" + hint, err.name()
+    )

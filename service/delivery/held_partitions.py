@@ -6,8 +6,9 @@ stores none of the batch's offsets and hands the batch here. Each partition in i
 is paused and rewound to the batch's first offset for it; the other partitions go
 on. After a back-off (1 s, doubling to 30 s) the held partitions are resumed and the
 batch is processed again; when such a retry is confirmed, the worker is healthy
-again. Meanwhile `/readyz` answers 503 with the reason and `worker_degraded` is 1:
-the worker is alive (a restart would not help) but not making progress on those
+again. Meanwhile `/readyz` answers 503 with the reason and `worker_degraded` is 1
+(each failure is counted; `delivery_failed` is logged at most once per error code
+every 30 s): the worker is alive (a restart would not help) but not making progress on those
 partitions. Nothing is stored past a message whose writes are unconfirmed, and the
 process never exits for it (RELIABILITY P4).
 
@@ -24,7 +25,9 @@ from typing import Any, Final
 import structlog
 from confluent_kafka import KafkaException, TopicPartition
 
+from service.kafka.batch_probe import is_unreadable
 from service.kafka.protocols import KafkaMessage
+from service.telemetry.log_setup import RateLimiter
 from service.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -53,6 +56,8 @@ class Hold:
         self._consumer = consumer
         self._m = metrics
         self._clock = clock
+        self._limiter = RateLimiter(clock=clock)
+        """`delivery_failed` lines: at most one per error code every 30 s."""
         self.held: dict[int, TopicPartition] = {}
         """Paused partitions and the offset each is rewound to: everything before
         it is done (its writes confirmed), so it is what is stored for it."""
@@ -82,7 +87,12 @@ class Hold:
         rewind = rewind or {}
         for m in msgs:
             partition: Any = m.partition()
-            if m.error() is None and partition not in firsts:
+            # An error in place of a partition's data (an unreadable batch whose
+            # letter was not written) names the offset to read again too.
+            if partition is not None and partition >= 0 and partition not in firsts:
+                err = m.error()
+                if err is not None and not is_unreadable(err, partition, m.offset()):
+                    continue
                 topic: Any = m.topic()
                 offset: Any = rewind.get(partition, m.offset())
                 firsts[partition] = TopicPartition(topic, partition, offset)
@@ -103,13 +113,17 @@ class Hold:
         self.active = True
         (self._m.registry_waits if registry else self._m.delivery_failures).inc()
         self._m.degraded.set(1)
-        log.error(
-            "registry_unavailable" if registry else "delivery_failed",
-            error=str(error),
-            paused=sorted(self.held),
-            rewound_to=[f"{p}@{tp.offset}" for p, tp in sorted(self.held.items())],
-            retry_in_s=retry_in,
-        )
+        event = "registry_unavailable" if registry else "delivery_failed"
+        code = getattr(error, "code", type(error).__name__)
+        if (others := self._limiter.allow(f"{event}:{code}")) is not None:
+            log.error(
+                event,
+                error=str(error),
+                paused=sorted(self.held),
+                rewound_to=[f"{p}@{tp.offset}" for p, tp in sorted(self.held.items())],
+                retry_in_s=retry_in,
+                others_since_last=others,
+            )
 
     def due(self) -> None:
         """Resume the held partitions once their back-off has passed."""

@@ -49,7 +49,9 @@ def emitter(
     if not results:
 
         def emit_message(m: KafkaMessage, obj: Any, out: object) -> None:
-            produce(topic, key=m.key(), value=encode(obj), headers=headers_of(m))
+            produce(
+                topic, key=m.key(), value=encode(obj), headers=headers_of(m), source=m
+            )
 
         return emit_message
 
@@ -58,7 +60,7 @@ def emitter(
     def emit_result(m: KafkaMessage, obj: Any, out: object) -> None:
         if out is not None:
             value = encode(to_native(out))
-            produce(topic, key=m.key(), value=value, headers=headers_of(m))
+            produce(topic, key=m.key(), value=value, headers=headers_of(m), source=m)
 
     return emit_result
 

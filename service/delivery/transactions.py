@@ -50,6 +50,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from schemas.errors import DeliveryError, FatalError
 from service.delivery.txn_calls import GRACE_S, CallThread, Stuck, error_class
+from service.telemetry.log_setup import RateLimiter
 
 log = structlog.get_logger(__name__)
 
@@ -114,6 +115,8 @@ class Transactions:
             `transactional.id`); None: an unusable producer stops the worker.
         replaced: told each new producer (the batch's writes go through it).
         grace_s: how long past `timeout_s` a call may take before it is stuck.
+        skips: the batch's partitions moved past unreadable ranges, with the
+            offset to commit for each (`PoisonHandler.skips`).
     """
 
     def __init__(
@@ -125,7 +128,9 @@ class Transactions:
         renew: Callable[[], Any] | None = None,
         replaced: Callable[[Any], None] | None = None,
         grace_s: float = GRACE_S,
+        skips: Callable[[], Sequence[Any]] = tuple,
     ) -> None:
+        self._skips = skips
         self.producer = producer
         self._consumer = consumer
         self._timeout_s = timeout_s
@@ -137,6 +142,7 @@ class Transactions:
         self._unknown = False
         """The batch's transaction ended with its producer: its outcome is the
         group coordinator's to say (`abort` reads the committed offsets)."""
+        self._limiter = RateLimiter()  # a line per kind every 30 s at most
         self._in_a_row = 0
         self.commits = 0
         self.aborts = 0
@@ -158,7 +164,12 @@ class Transactions:
                 self._replace(str(exc))
                 continue
             except _Abortable as exc:
-                log.warning("transaction_begin_failed", error=str(exc))
+                if (others := self._limiter.allow("begin")) is not None:
+                    log.warning(
+                        "transaction_begin_failed",
+                        error=str(exc),
+                        others_since_last=others,
+                    )
                 self._open = True  # whatever is open: abort it (or replace)
                 self.abort()  # nothing of a batch to rewind: none was read since
                 continue
@@ -185,6 +196,14 @@ class Transactions:
                 for at in self._consumer.position(list(positions))
                 if (tp := held.get(at.partition, at)).offset >= 0
             ]
+        if skipped := self._skips():  # past their unreadable ranges
+            moved = {
+                s.partition: TopicPartition(s.topic, s.partition, s.offset)
+                for s in skipped
+            }
+            done = [tp for tp in done if tp.partition not in moved] + list(
+                moved.values()
+            )
         try:
             if done:
                 metadata = self._consumer.consumer_group_metadata()
@@ -257,7 +276,10 @@ class Transactions:
             raise FatalError(f"{why} ({MAX_REPLACEMENTS} new producers made no commit)")
         if self.stuck > MAX_STUCK:
             raise FatalError(f"{why} ({self.stuck} calls stuck in librdkafka)")
-        log.warning("transactional_producer_replaced", reason=why)
+        if (others := self._limiter.allow("replaced")) is not None:
+            log.warning(
+                "transactional_producer_replaced", reason=why, others_since_last=others
+            )
         self._calls.abandon()  # its thread ends if its call ever returns
         self._calls = CallThread()
         self._open = False

@@ -9,6 +9,7 @@
 | `topic_hint` | the missing-topics line, its fix runnable as printed |
 | `broker_record` | where `codec-kafka start` records the local broker, read by every tool |
 | `headers` | the message headers of DESIGN.md (`x-seq`, `x-sent-ns`, ...) |
+| `batch_probe` | where a batch librdkafka cannot read ends, asked by a consumer of its own |
 | `protocols` | type aliases and Protocols for confluent-kafka's objects |
 
 May import `service.lifecycle`, `service.telemetry` and `schemas`; `loadgen`,

@@ -7,12 +7,12 @@
 | `x-sent-ns` | the intended send time, ns since the epoch (latency without coordinated omission) |
 | `x-run-id` | the load-generation run the message belongs to |
 
-Dead letters carry the original headers plus `x-dlq-*` context (`service.delivery.gated_writes`).
+Dead letters carry the original headers plus `x-dlq-*` context (`service.delivery.letter_headers`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
@@ -29,6 +29,22 @@ STAMPED: Final = frozenset({CONTENT_TYPE, SEQ, SENT_NS, RUN_ID})
 
 _MAX_STAMP_CHARS: Final = 32
 """Longer `x-sent-ns` values are unparsable (ns since the epoch take 19 digits)."""
+
+
+def last_header(
+    headers: Iterable[tuple[str, bytes | None]] | None, name: str
+) -> bytes | None:
+    """The value of the last header called `name`, None if there is none.
+
+    Kafka's convention (the Java client's `Headers.lastHeader`): a header added
+    later overrides an earlier one of the same name, so a message relabelled on
+    its way (`content-type` added again by a proxy or a retry) is read by its
+    last label."""
+    found = None
+    for key, value in headers or ():
+        if key == name:
+            found = value
+    return found
 
 
 def sent_ages(msgs: Sequence[KafkaMessage], now_ns: int) -> tuple[list[int], int]:

@@ -27,7 +27,7 @@ import structlog
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from codec import Codec
-from schemas.errors import DeliveryError, FatalError
+from schemas.errors import DeliveryError
 from service.delivery.dead_letters import PoisonHandler
 from service.delivery.gated_writes import ConfirmedProducer
 from service.delivery.held_partitions import Hold
@@ -121,7 +121,7 @@ class BatchLoop:
             step=step,
             emit=None if output is None else emitter(codec, *output, results=results),
             max_payload_bytes=max_payload_bytes,
-            consumer_error=self._consumer_error,
+            consumer_error=poison.consumer_error,
             retried=metrics.logic_retries.inc,
             max_attempts=max_attempts,
             retry_backoff_s=retry_backoff_ms / 1000.0,
@@ -274,6 +274,8 @@ class BatchLoop:
                 self._output[0].abandon()
             hold.fail(msgs, exc, rewind)
             return
+        if tally.poison:  # unreadable ranges dead-lettered: move past them
+            self._poison.skip(self._consumer)
         if hold.active:
             hold.confirmed(msgs)
         self._unstored = True
@@ -347,12 +349,6 @@ class BatchLoop:
             return
         for tp in positions:
             stored[tp.partition] = tp.offset
-
-    def _consumer_error(self, err: Any) -> None:
-        self._m.consumer_errors.labels(err.name()).inc()
-        if err.fatal():
-            raise FatalError(f"fatal consumer error: {err.name()}: {err.str()}")
-        log.error("consumer_error", code=err.name(), error=err.str())
 
     # -- metrics, once per batch ---------------------------------------------------------
 

@@ -6,9 +6,10 @@ bytes count. It is built once per configuration (STYLE.md 26), so nothing in it
 tests the configuration: a fixed codec with no output topic (the common case, and
 every A/B case) gets a loop without the `auto` and output branches, one with the
 logic step and one without (`--logic noop`); the `auto` codec or an output topic
-get the general loop. Whatever is unusual (a consumer error, no value, a value over
-`max_payload_bytes`, a decode or logic failure) leaves the loop through one
-`except` and is sorted out off the common path (`_failed`, `_rejected`).
+get the general loop. Whatever is unusual (a consumer error, no value or an empty
+one, a value over `max_payload_bytes`, a decode or logic failure) leaves the loop
+through one `except`, sorted out off the common path (`_failed`, `_rejected`): an
+empty value is read as None, so it is dead-lettered `empty` before a codec sees it.
 
 A framed value whose schema the registry could not give (down, refusing this client)
 is no dead letter: its partition waits (`service.loop.registry_wait`).
@@ -19,12 +20,10 @@ header) is decoded again there, by the header (`_failed` returns the object and 
 loop goes on with it): the header is read on the failure path only, so a message
 without it costs not one instruction more.
 
-`MessagePath.timed` handles one message the same way and times its decode and its
-logic alone in the CPU time of the worker's thread (`thread_time_ns`, less the clock's
-own cost), leaving out a call its thread was descheduled in (`service.loop.sample_clock`):
-the sampled decodes are a part of the process's CPU. The batch loop hands it every
-k-th message and the runs in between to `run`, so the histograms hold single decodes
-and the other messages pay nothing for the timing.
+`MessagePath.timed` handles one message the same way and times its decode and logic
+alone in the worker thread's CPU time, leaving out a call whose thread was descheduled
+(`service.loop.sample_clock`). The batch loop hands it every k-th message and the runs
+between to `run`: the histograms hold single decodes, the rest pay nothing for them.
 
 Performance note: `make bench-instructions` counts with callgrind (deterministic)
 what the worker adds per message to a bare `decode(m.value())` loop, part by part
@@ -43,7 +42,7 @@ from codec.registry.frame import SCHEMA_ID_HEADER
 from schemas.errors import DeliveryError
 from service.delivery.dead_letters import Poison
 from service.delivery.outputs import Emit
-from service.kafka.headers import CONTENT_TYPE
+from service.kafka.headers import CONTENT_TYPE, last_header
 from service.kafka.protocols import KafkaMessage
 from service.loop.message_budget import OverBudget
 from service.loop.registry_wait import wait_if_registry
@@ -90,8 +89,10 @@ class MessagePath:
         step: the logic for one message, None for none (`noop`).
         emit: writes a result downstream, None for no output topic.
         max_payload_bytes: larger values are rejected before decoding.
-        consumer_error: called with a consumer error delivered in place of a
-            message (counts it; raises `FatalError` if it is fatal).
+        consumer_error: called with a message whose `error()` is set (counts and
+            logs it; raises `FatalError` if it is fatal); returns the `Poison`
+            for a range of unreadable data, else None
+            (`service.delivery.unreadable`).
         retried: called once per logic retry (the retry metric).
         max_attempts: attempts of `step` per message before it is dead-lettered.
         retry_backoff_s: the pause before the first retry, doubled after each.
@@ -104,7 +105,7 @@ class MessagePath:
         step: Step | None,
         emit: Emit | None,
         max_payload_bytes: int,
-        consumer_error: Callable[[Any], None],
+        consumer_error: Callable[[KafkaMessage], Poison | None],
         retried: Callable[[], None],
         max_attempts: int = 1,
         retry_backoff_s: float = 0.0,
@@ -146,18 +147,21 @@ class MessagePath:
 
     # -- the loops ------------------------------------------------------------------------
     # The three loops repeat their first lines on purpose: a shared helper would cost a
-    # Python call per message (~60 ns), and one loop testing `step`, `emit` and the
-    # codec kind would cost ~15-20 ns a test, which is what building them once saves.
-    # `len(value)` of a missing value (None) raises TypeError, which the `except`
-    # sorts out with the other unusual cases: one test fewer per message.
+    # Python call per message (~60 ns), one loop testing `step`, `emit` and the codec
+    # kind ~15-20 ns a test. `len(None)` raises TypeError, sorted out by the `except`:
+    # one test fewer per message. The plain loops' defaults are fast locals, not cells.
 
     def _plain_noop(self, decode: Callable[[bytes], object]) -> Run:
-        limit, failed = self._limit, self._failed
-
-        def run(msgs: Sequence[KafkaMessage], tally: Tally) -> int:
+        def run(
+            msgs: Sequence[KafkaMessage],
+            tally: Tally,
+            limit: int = self._limit,
+            decode: Callable[[bytes], object] = decode,
+            failed: Any = self._failed,
+        ) -> int:
             nbytes = 0
             for m in msgs:
-                value = m.value()
+                value = m.value() or None  # empty: `len` raises, as for None
                 try:
                     if m.error() is not None or (size := len(value)) > limit:  # type: ignore[arg-type]
                         raise _Unusable
@@ -173,12 +177,18 @@ class MessagePath:
         return run
 
     def _plain(self, decode: Callable[[bytes], object], step: Step) -> Run:
-        limit, failed, rejected = self._limit, self._failed, self._rejected
-
-        def run(msgs: Sequence[KafkaMessage], tally: Tally) -> int:
+        def run(
+            msgs: Sequence[KafkaMessage],
+            tally: Tally,
+            limit: int = self._limit,
+            decode: Callable[[bytes], object] = decode,
+            step: Step = step,
+            failed: Any = self._failed,
+            rejected: Any = self._rejected,
+        ) -> int:
             nbytes = 0
             for m in msgs:
-                value = m.value()
+                value = m.value() or None  # empty: `len` raises, as for None
                 try:
                     if m.error() is not None or (size := len(value)) > limit:  # type: ignore[arg-type]
                         raise _Unusable
@@ -209,7 +219,7 @@ class MessagePath:
         def run(msgs: Sequence[KafkaMessage], tally: Tally) -> int:
             nbytes = 0
             for m in msgs:
-                value = m.value()
+                value = m.value() or None  # empty: `len` raises, as for None
                 try:
                     if m.error() is not None or (size := len(value)) > limit:  # type: ignore[arg-type]
                         raise _Unusable
@@ -247,7 +257,7 @@ class MessagePath:
         def timed(
             m: KafkaMessage, tally: Tally, decode_ns: list[int], handle_ns: list[int]
         ) -> int:
-            value = m.value()
+            value = m.value() or None  # empty: `len` raises, as for None
             try:
                 if m.error() is not None or (size := len(value)) > limit:  # type: ignore[arg-type]
                     raise _Unusable
@@ -298,18 +308,21 @@ class MessagePath:
             header wins over the value's first bytes, as in confluent-kafka's
             `dual_schema_id_deserializer`): the loop goes on with it.
         """
-        err = m.error()
-        if err is not None:
-            tally.errors += 1
-            self._consumer_error(err)
+        if m.error() is not None:
+            if (unreadable := self._consumer_error(m)) is None:
+                tally.errors += 1
+            else:
+                tally.poison.append(unreadable)
             return _UNDECODED
         value = m.value()
         if isinstance(exc, OverBudget):
             tally.poison.append(Poison.over_budget(m, self._name, exc, "decode"))
-        elif value is None or len(value) > self._limit:
+        elif not value or len(value) > self._limit:
             tally.poison.append(Poison.unusable(m, self._name, self._limit))
         else:
-            if self._headed is not None and (header := _schema_id(m)) is not None:
+            if self._headed is not None and (
+                header := last_header(m.headers(), SCHEMA_ID_HEADER)
+            ):
                 try:
                     return self._headed(header, value)
                 except MemoryError:
@@ -351,7 +364,8 @@ class MessagePath:
 
     def _fresh(self, m: KafkaMessage) -> Any:
         """`m` decoded again: a retry never sees what an attempt changed."""
-        value, header = m.value(), self._headed and _schema_id(m)
+        value = m.value()
+        header = self._headed and last_header(m.headers(), SCHEMA_ID_HEADER)
         if header:
             return self._headed(header, value)  # type: ignore[misc, arg-type]
         return (self._decode if self._pick is None else self._pick(m))(value)  # type: ignore[arg-type]
@@ -376,25 +390,11 @@ _REJECTED_CODE: Final = MessagePath._rejected.__code__
 def _by_content_type(
     codec: AutoCodec,
 ) -> Callable[[KafkaMessage], Callable[[bytes], Any]]:
-    """The `auto` codec's choice: the decoder named by a message's header (raises
-    `DecodeError` for an unknown one)."""
+    """The `auto` codec's choice: the decoder named by a message's last
+    `content-type` header (raises `DecodeError` for an unknown one)."""
     codec_for = codec.codec_for
 
     def pick(m: KafkaMessage) -> Callable[[bytes], Any]:
-        return codec_for(_content_type(m)).decode_unchecked
+        return codec_for(last_header(m.headers(), CONTENT_TYPE)).decode_unchecked
 
     return pick
-
-
-def _schema_id(m: KafkaMessage) -> bytes | None:
-    for key, value in m.headers() or ():
-        if key == SCHEMA_ID_HEADER:
-            return value  # type: ignore[no-any-return]
-    return None
-
-
-def _content_type(m: KafkaMessage) -> bytes | None:
-    for key, value in m.headers() or ():
-        if key == CONTENT_TYPE:
-            return value  # type: ignore[no-any-return]
-    return None

@@ -5,6 +5,7 @@
 | `sources` | TOML sections, environment variables, precedence and the exit-2 errors |
 | `cli_flags` | the command-line flags over those settings, one shape for every tool |
 | `worker`, `processing` | the worker's own `[worker.*]` sections beside the shared `[kafka]`; `[worker.processing]` |
+| `consumer` | `[worker.consumer]`: the input, the group, the fetch sizes and the memory they bound |
 | `registry` | the shared `[registry]` section: a schema registry and the client's bounds |
 | `registry_start` | the registry reached at every tool's start; the worker's output schema registered |
 

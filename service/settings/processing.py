@@ -81,6 +81,11 @@ class ProcessingSettings(Section):
     """Where the budget's backstop keeps its record of the message in hand (None:
     the system's temp directory); it must survive a restart
     (`service.loop.backstop`)."""
+    dlq_spool_dir: str | None = None
+    """Where a dead letter the DLQ topic refuses even cut to its essentials goes:
+    a local file of JSON lines, `<dir>/codec-worker/<group>.<topic>.<index>.spool`
+    (None: `budget_state_dir`, else the system's temp directory); alert on
+    `worker_dead_letters_spooled_total` (`service.delivery.letter_ladder`)."""
     startup_timeout_s: Annotated[float, Field(ge=0, le=86_400)] = 60.0
     """Longest wait at start for a first answer from any broker (`bootstrap_servers`);
     past it the worker exits 1 with one line naming the address and the reason (0:

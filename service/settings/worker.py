@@ -30,6 +30,10 @@ from schemas.user.loader import UserSchema
 from schemas.wire_shape import shape_of
 from service.kafka.connection import KafkaConnection, check_client_config, refuse_keys
 from service.logic.named_fields import field_paths
+from service.settings.consumer import (
+    METADATA_REFRESH_MS,
+    ConsumerSettings as ConsumerSettings,
+)
 from service.settings.processing import (
     ProcessingSettings as ProcessingSettings,
     Section,
@@ -43,52 +47,12 @@ from service.settings.sources import loader, printable
 
 TOOL: Final = "worker"
 
-METADATA_REFRESH_MS: Final = 10_000
-"""The consumer's `topic.metadata.refresh.interval.ms`: partitions added to the
-input topic are assigned within about this plus a rebalance (librdkafka's default,
-300 s, left them unread for five minutes). One metadata request per broker every
-10 s costs nothing measurable."""
-
 WORKER_OWNED_KEYS: Final[dict[str, str]] = {
     "enable.auto.offset.store": "the worker stores offsets itself (at-least-once)",
     "enable.auto.commit": "commit on revoke and on close rely on it",
     "group.id": "set worker.consumer.group_id",
 }
 """librdkafka settings `kafka.extra` may not set for the worker, with the reason."""
-
-
-class ConsumerSettings(Section):
-    """What the worker reads and how its consumer group behaves.
-
-    Every number is bounded by the range librdkafka accepts for the setting it
-    becomes, so a value out of range is a configuration error naming the field,
-    not a librdkafka error once a client is built (`delivery_timeout_s` becomes
-    `message.timeout.ms`, at most 2^31-1 ms)."""
-
-    topic: str = "orders"
-    group_id: str = "codec-worker"
-    client_id: str = "codec-worker"
-    """librdkafka's `client.id`: how the broker's logs and quotas name this client."""
-    auto_offset_reset: Literal["earliest", "latest", "error"] = "earliest"
-    session_timeout_ms: Annotated[int, Field(ge=1000, le=3_600_000)] = 45_000
-    """How long the group waits for a silent member (a kill -9) before its
-    partitions move to the others; lower means faster recovery, more false alarms."""
-    group_instance_id: str | None = None
-    """Static membership (KIP-345): a restarted worker with the same id gets its
-    partitions back without a rebalance, within the session timeout. Each of
-    `processes` children appends `-<index>`."""
-    max_poll_interval_ms: Annotated[int, Field(ge=1000, le=86_400_000)] = 300_000
-    """How long the worker may go between two consumes before the group drops it
-    (librdkafka's `max.poll.interval.ms`)."""
-    fetch_max_bytes: Annotated[int, Field(ge=1024, le=2_147_483_135)] = 52_428_800
-    """The most data one fetch asks the broker for (`fetch.max.bytes`)."""
-    queued_max_messages_kbytes: Annotated[int, Field(ge=1, le=2_097_151)] = 65_536
-    """The prefetch queue's bound in KiB: librdkafka's default, 64 MiB. A full queue
-    postpones the partition's next fetch by `fetch.queue.backoff.ms` (1 s), so a lower
-    bound pauses a backlog's drain more often: at 32 MiB the worker drained 200k
-    medium events in about twice the wall time of a bare loop at 64 MiB, and kept
-    0.70-0.89 of its messages per CPU-second against 0.85-0.96 at 64 MiB (`make
-    bench`, two runs each, msgspec-msgpack and protobuf)."""
 
 
 class CodecSettings(Section):
@@ -206,6 +170,17 @@ class Settings(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _fetch_fits_a_response(self) -> Settings:
+        c = self.consumer
+        if c.receive_message_max_bytes < c.fetch_max_bytes + 512:
+            raise ValueError(
+                f"consumer.receive_message_max_bytes={c.receive_message_max_bytes} "
+                f"must be at least consumer.fetch_max_bytes={c.fetch_max_bytes} "
+                "+ 512 (librdkafka's rule)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _budget_under_poll_interval(self) -> Settings:
         budget = self.processing.message_budget_ms
         if budget >= self.consumer.max_poll_interval_ms:
@@ -267,10 +242,21 @@ class Settings(BaseModel):
     def message_budget(self) -> tuple[float, Path | None]:
         """The per-message budget in seconds and its backstop's record file, one per
         group, topic and worker index."""
+        return self.processing.message_budget_ms / 1000.0, self._state_file(
+            self.processing.budget_state_dir, "inhand"
+        )
+
+    def dead_letter_spool(self) -> Path:
+        """The dead-letter spool file (`processing.dlq_spool_dir`)."""
+        p = self.processing
+        return self._state_file(p.dlq_spool_dir or p.budget_state_dir, "spool")
+
+    def _state_file(self, folder: str | None, suffix: str) -> Path:
+        """A file of this worker's (group, topic, index) in `folder`/codec-worker."""
         p, c = self.processing, self.consumer
-        folder = Path(p.budget_state_dir or tempfile.gettempdir()) / "codec-worker"
+        base = Path(folder or tempfile.gettempdir()) / "codec-worker"
         name = re.sub(r"[^A-Za-z0-9._-]", "_", f"{c.group_id}.{c.topic}.{p.index}")
-        return p.message_budget_ms / 1000.0, folder / f"{name}.inhand"
+        return base / f"{name}.{suffix}"
 
     def consumer_config(self, *, plaintext_secrets: bool = False) -> dict[str, Any]:
         """The consumer's librdkafka settings (at-least-once, bounded memory)."""
@@ -293,11 +279,14 @@ class Settings(BaseModel):
             "auto.offset.reset": c.auto_offset_reset,
             # Exactly-once commits offsets in each batch's transaction instead.
             "enable.auto.commit": not self.exactly_once,
+            "auto.commit.interval.ms": c.commit_interval_ms,
             **({"isolation.level": "read_committed"} if self.exactly_once else {}),
             "enable.auto.offset.store": False,
             "session.timeout.ms": c.session_timeout_ms,
             "max.poll.interval.ms": c.max_poll_interval_ms,
             "fetch.max.bytes": c.fetch_max_bytes,
+            "max.partition.fetch.bytes": c.max_partition_fetch_bytes,
+            "receive.message.max.bytes": c.receive_message_max_bytes,
             "queued.max.messages.kbytes": c.queued_max_messages_kbytes,
         }
 

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from codec import Codec, CodecName, get_codec
 from schemas.errors import ConfigError
 from schemas.registry import SchemaForms
-from service.kafka.headers import CONTENT_TYPE
+from service.kafka.headers import CONTENT_TYPE, last_header
 from service.kafka.protocols import Headers, KafkaMessage, KafkaProducer
 from service.shadow.verdict import Comparer, Verdict, shape_of
 from service.telemetry.log_setup import RateLimiter, kafka_logger
@@ -208,7 +208,7 @@ class Shadow:
             if m.error() is not None or value is None or len(value) > limit:
                 continue
             try:
-                verdict = compare(value, _content_type(m))
+                verdict = compare(value, last_header(m.headers(), CONTENT_TYPE))
                 if verdict is None:
                     continue
                 counts[verdict.outcome] += 1
@@ -231,13 +231,6 @@ class Shadow:
         if others is not None:
             # The type only: an exception's text may quote the payload.
             log.warning("shadow_failed", error_type=kind, others_since_last=others)
-
-
-def _content_type(m: KafkaMessage) -> bytes | None:
-    for key, value in m.headers() or ():
-        if key == CONTENT_TYPE:
-            return value  # type: ignore[no-any-return]
-    return None
 
 
 class _CodecSettings(Protocol):

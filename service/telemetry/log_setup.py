@@ -245,6 +245,18 @@ class KafkaErrors:
             others_since_last=others,
         )
 
+    def commit_failed(self, code: str, partitions: list[int]) -> None:
+        """A failed offset commit (the consumer's `on_commit`): `commit_failed`,
+        at most once per code every `REMIND_S` seconds."""
+        others = self._limiter.allow("commit:" + code)
+        if others is not None:
+            self._log.warning(
+                "commit_failed",
+                code=code,
+                partitions=partitions,
+                others_since_last=others,
+            )
+
     def unreachable(self, reason: str) -> None:
         """Say that no broker can be reached, and why (rate-limited)."""
         self.down = True

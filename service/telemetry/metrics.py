@@ -46,6 +46,7 @@ DEAD_LETTER_REASONS: Final = (
     "logic",
     "encode",
     "budget",
+    "unreadable",
 )
 """The bounded set of `worker_dead_letters_total` reasons (never payload-derived)."""
 
@@ -164,6 +165,18 @@ class Metrics:
             "worker_dead_letter_values_dropped",
             "Dead letters written without their value: too large for the DLQ "
             "producer or topic (x-dlq-value-sha256 identifies it).",
+            registry=registry,
+        )
+        self.letters_cut = Counter(
+            "worker_dead_letters_cut",
+            "Dead letters the topic refused whole and took cut to their essentials "
+            "(no value, no large key or headers: their sizes and sha256 in x-dlq-*).",
+            registry=registry,
+        )
+        self.letters_spooled = Counter(
+            "worker_dead_letters_spooled",
+            "Dead letters refused even cut to their essentials, written to the "
+            "worker's local spool file instead (alert on any).",
             registry=registry,
         )
         self.logic_retries = Counter(

@@ -12,6 +12,8 @@ from tests.faults import (
     scenarios_backlog as backlog,
     scenarios_broker as broker,
     scenarios_budget as budget,
+    scenarios_commits as commits,
+    scenarios_compression as compression,
     scenarios_consumer as consumer,
     scenarios_dlq as dlq,
     scenarios_exactly_once as eos,
@@ -51,6 +53,7 @@ ENTRIES: Final = (
     Entry("D2", consumer.d2_clean_bounce, True),
     Entry("D3", consumer.d3_kill_9, True),
     Entry("D5", consumer.d5_scale, True),
+    *(Entry(f"K1 {ms}", commits.k1_commit_interval(ms), False) for ms in (5000, 1000)),
     Entry("D9", broker.d9_broker_sigterm, False),
     Entry("D10", broker.d10_broker_sigkill, False),
     Entry("D11", broker.d11_broker_pause, False),
@@ -62,6 +65,8 @@ ENTRIES: Final = (
     ),
     Entry("P3", poison.p3_small_limits, True),
     Entry("P4", dlq.p4_dlq_unavailable, True),
+    Entry("U1", dlq.u1_unwritable_letter, False),
+    Entry("U2", dlq.u2_spooled, False),
     Entry("P5", poison.p5_retry_budget, True),
     Entry("S1", consumer.s1_sigterm_under_load, True),
     Entry("S3", backlog.s3_backlog, True),
@@ -75,10 +80,19 @@ ENTRIES: Final = (
     Entry("Rg3", registry.rg3_registry_fails_after_start, False),
     Entry("H1", hostile.h1_hostile_headers, True),
     Entry("C1", hostile.c1_control_plane_abuse, True),
+    Entry("CT1", hostile.ct1_relabelled, False),
     Entry("R1", stall.r1_stalled_broker, False),
     Entry("N1 earliest", stall.added_partitions("earliest"), False),
     Entry("N1 latest", stall.added_partitions("latest"), False),
     Entry("L1", memory.l1_large_messages, False),
+    *(
+        Entry(f"Z1 {codec}", compression.z1_bombs(codec), False)
+        for codec in ("gzip", "snappy", "lz4", "zstd")
+    ),
+    *(
+        Entry(f"Z2 {codec}", compression.z1_bombs(codec, backlog=True), False)
+        for codec in ("gzip", "snappy", "lz4", "zstd")
+    ),
     Entry("ST1", staging.st1_staging_crash, False),
     Entry("E1 kill", eos.e1_kill_9, False),
     Entry("E1 rebalance", eos.e1_rebalance, False),

@@ -14,6 +14,11 @@ offsets sampled during the run (`CommitSample`).
 | misrouted | a good seq is in the DLQ, or a poison seq in the output |
 | duplicates | more extra copies than the run's bound X (0 on clean paths) |
 | dead letters | a poison record is not byte-identical (or, over the DLQ limit, does not name its size and sha256), lacks an `x-dlq-*` header, or names the wrong source |
+
+A letter of reason `unreadable` (a range of a partition the worker could not read,
+`x-dlq-offset` to `x-dlq-last-offset`) stands for every acknowledged seq in its
+range (`expand_unreadable`); it is right only for poison the worker may be unable
+to read (`Expected.unreadable_ok`, a compressed bomb).
 | order | per input partition, output goes back or skips outside a rebalance (`checker_order`) |
 | commits | a committed offset decreases, runs ahead of its writes, or ends short of the log (`checker_order`) |
 """
@@ -23,6 +28,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Final
 
 from service.kafka.headers import DLQ_PREFIX
@@ -79,6 +85,7 @@ def check(run: RunData) -> Verdict:
         one failure line per failed check.
     """
     verdict = Verdict()
+    run = expand_unreadable(run)
     check_delivery(run, verdict)
     check_duplicates(run, verdict)
     check_dead_letters(run, verdict)
@@ -86,6 +93,33 @@ def check(run: RunData) -> Verdict:
     check_commits(run, verdict)
     resume_times(run, verdict)
     return verdict
+
+
+UNREADABLE: Final = b"unreadable"
+
+
+def expand_unreadable(run: RunData) -> RunData:
+    """`run` with each `unreadable` letter standing once for each acknowledged seq
+    in its offset range (a letter whose range holds none stays, without a seq)."""
+    letters = [r for r in run.dlq if r.header(DLQ_PREFIX + "reason") == UNREADABLE]
+    if not letters:
+        return run
+    dlq = [r for r in run.dlq if r.header(DLQ_PREFIX + "reason") != UNREADABLE]
+    for letter in letters:
+        try:
+            partition = int(letter.header(DLQ_PREFIX + "partition") or b"")
+            first = int(letter.header(DLQ_PREFIX + "offset") or b"")
+            last = int(letter.header(DLQ_PREFIX + "last-offset") or b"")
+        except ValueError:
+            dlq.append(letter)
+            continue
+        held = [
+            s.seq
+            for s in run.acked.values()
+            if s.partition == partition and first <= s.offset <= last
+        ]
+        dlq += [replace(letter, seq=seq) for seq in held] or [letter]
+    return replace(run, dlq=dlq)
 
 
 def _seqs(records: Sequence[Written]) -> set[int]:
@@ -162,6 +196,11 @@ def _dead_letter_problems(
     record: Written, expected: Expected, run: RunData
 ) -> list[str]:
     out = []
+    if record.header(DLQ_PREFIX + "reason") == UNREADABLE:
+        missing = [h for h in DLQ_HEADERS if record.header(h) is None]
+        if not expected.unreadable_ok:
+            out.append("a letter of an unreadable range for a readable message")
+        return out + ([f"headers missing: {', '.join(missing)}"] if missing else [])
     if record.value != expected.value:
         dropped = record.header(VALUE_DROPPED)
         size = len(expected.value or b"")
@@ -177,9 +216,11 @@ def _dead_letter_problems(
     missing = [h for h in DLQ_HEADERS if record.header(h) is None]
     if missing:
         out.append(f"headers missing: {', '.join(missing)}")
-    lost = [k for k, v in expected.headers if (k, v) not in record.headers]
-    if lost:
-        out.append(f"original headers lost: {', '.join(lost)}")
+    lost = [(k, v) for k, v in expected.headers if (k, v) not in record.headers]
+    if lost and record.header(HEADERS_DROPPED) is not None:
+        out += _dropped_headers_problems(record, lost)
+    elif lost:
+        out.append(f"original headers lost: {', '.join(k for k, _ in lost[:10])}")
     sent = run.acked.get(record.seq) if record.seq is not None else None
     if sent is not None:
         where = (
@@ -197,6 +238,28 @@ def _dead_letter_problems(
                 f"timestamp {record.timestamp_ms} != original {sent.timestamp_ms}"
             )
     return out
+
+
+HEADERS_DROPPED: Final = DLQ_PREFIX + "headers-dropped"
+
+
+def _dropped_headers_problems(
+    record: Written, lost: Sequence[tuple[str, bytes | None]]
+) -> list[str]:
+    """A letter cut to its essentials: the headers it lacks must be the ones it
+    names (count, bytes and sha256: each name and value preceded by its length)."""
+    digest = hashlib.sha256()
+    for name, value in lost:
+        for part in (name.encode(), value or b""):
+            digest.update(len(part).to_bytes(8, "big") + part)
+    size = sum(len(n.encode()) + len(v or b"") for n, v in lost)
+    got = (
+        record.header(HEADERS_DROPPED),
+        record.header(DLQ_PREFIX + "headers-dropped-bytes"),
+        record.header(DLQ_PREFIX + "headers-sha256"),
+    )
+    want = (str(len(lost)).encode(), str(size).encode(), digest.hexdigest().encode())
+    return [] if got == want else [f"headers dropped as {got!r}, not {want!r}"]
 
 
 def _digest_problems(

@@ -55,6 +55,9 @@ class Expected:
     """Original headers the dead letter must carry unchanged."""
     droppable: bool = False
     """Over the DLQ producer's limit: a record naming its size may stand in."""
+    unreadable_ok: bool = False
+    """The worker may not be able to read it (a compressed bomb): a letter of
+    reason `unreadable` whose offset range holds it may stand in."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import threading
@@ -22,7 +23,7 @@ from confluent_kafka import (
 )
 
 from abrunner.lab import worker_probe
-from service.kafka.headers import SEQ
+from service.kafka.headers import DLQ_PREFIX, SEQ
 from tests.faults.model import CommitSample, Event, Written
 from tests.faults.producer import quiet
 
@@ -88,6 +89,37 @@ def read_to_end(
         return out
     finally:
         consumer.close()
+
+
+def read_spool(folder: Path) -> list[Written]:
+    """The dead letters workers spooled to `folder` (`*.spool`, JSON lines of
+    `service.delivery.letter_ladder.Spool`), as records read from the DLQ."""
+    out: list[Written] = []
+    for path in sorted(folder.glob("*.spool")) if folder.is_dir() else ():
+        for text in path.read_text().splitlines():
+            line = json.loads(text)
+
+            def raw(b64: str | None) -> bytes | None:
+                return None if b64 is None else base64.b64decode(b64)
+
+            headers = [(n, raw(v)) for n, v in line.get("headers_b64") or []]
+            headers += [
+                (DLQ_PREFIX + k, v.encode()) for k, v in line["dlq_headers"].items()
+            ]
+            seq = next((v for n, v in headers if n == SEQ and v), None)
+            out.append(
+                Written(
+                    int(seq) if seq and seq.isdigit() else None,
+                    -1,
+                    len(out),
+                    0,
+                    append_time=True,  # its original time is in x-dlq-timestamp
+                    key=raw(line.get("key_b64")),
+                    value=raw(line.get("value_b64")),
+                    headers=tuple(headers),
+                )
+            )
+    return out
 
 
 def _written(m: Any, values: bool) -> Written:

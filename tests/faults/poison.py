@@ -39,6 +39,8 @@ class Case:
     poison: bool = True
     """False: the codec accepts it by design (handled, not dead-lettered)."""
     droppable: bool = False
+    reason: str | None = None
+    """The `x-dlq-reason` its letter must carry (None: any)."""
 
 
 def _encoded(codec: Codec[Any], data: dict[str, Any]) -> bytes:
@@ -181,8 +183,8 @@ def cases(name: CodecName, *, max_payload_bytes: int = 4 * 1024 * 1024) -> list[
         Case("random bytes", _random_bytes(codec, name)),
         Case("truncated", _truncated(codec, good)),
         *_wire_variants(name, codec, data),
-        Case("empty value", b""),
-        Case("tombstone", None),
+        Case("empty value", b"", reason="empty"),
+        Case("tombstone", None, reason="empty"),
         Case(f"{DEPTH // 1000}k-deep nesting", _deep(name)),
         Case("just over --max-payload-bytes", b"x" * (max_payload_bytes + 1)),
         Case("8 MiB", b"y" * BIG_BYTES, droppable=True),

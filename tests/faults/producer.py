@@ -46,6 +46,12 @@ class Payload:
     """An `x-sent-ns` value in place of the intended send time (hostile headers)."""
     headers: tuple[Header, ...] = ()
     """Headers added after the four the producer stamps."""
+    alone: bool = False
+    """Sent in a record batch of its own (the producer flushes before and after):
+    a batch the worker cannot read takes no good message with it."""
+    unreadable_ok: bool = False
+    """The worker may be unable to read it at all (a compressed bomb): a letter
+    naming its offset range, with no value, may stand in."""
 
 
 Plan = Callable[[int], Payload]
@@ -94,6 +100,8 @@ class VerifyingProducer:
         timeout_s: the producer's `message.timeout.ms`: long enough to ride out a
             broker restart, so a fault yields late acks rather than failures.
         log: where librdkafka's lines go (warnings and up); None: nowhere.
+        config: librdkafka settings over the producer's own
+            (`compression.type`, a larger `message.max.bytes`).
     """
 
     def __init__(
@@ -108,6 +116,7 @@ class VerifyingProducer:
         count: int,
         timeout_s: float = 120.0,
         log: Path | None = None,
+        config: dict[str, Any] | None = None,
     ) -> None:
         self.topic, self.partitions, self.plan = topic, partitions, plan
         self.rate, self.count = rate, count
@@ -132,6 +141,7 @@ class VerifyingProducer:
                 "message.max.bytes": MAX_MESSAGE_BYTES,
                 "message.timeout.ms": int(timeout_s * 1000),
                 **(quiet() if log is None else _file_logger(log)),
+                **(config or {}),
             }
         )
 
@@ -244,9 +254,15 @@ class VerifyingProducer:
         ]
         if payload.poison:
             self.poison[seq] = Expected(
-                payload.value, key, tuple(headers), droppable=payload.droppable
+                payload.value,
+                key,
+                tuple(headers),
+                droppable=payload.droppable,
+                unreadable_ok=payload.unreadable_ok,
             )
         wire: list[tuple[str, str | bytes | None]] = list(headers)
+        if payload.alone:
+            self._producer.flush(self._timeout_s)
         for _ in range(1000):  # a full local queue drains in well under 1000 polls
             try:
                 self._producer.produce(
@@ -257,6 +273,8 @@ class VerifyingProducer:
                     partition=seq % self.partitions,
                     on_delivery=self._on_delivery,
                 )
+                if payload.alone:
+                    self._producer.flush(self._timeout_s)
                 return
             except BufferError:
                 self._producer.poll(0.05)

@@ -11,6 +11,7 @@ import confluent_kafka
 
 from codec import work_bounds
 from localkafka import kafka_version
+from service.settings.consumer import ConsumerSettings, memory_bound
 from tests.faults.harness import (
     BATCH_SIZE,
     COMMIT_INTERVAL_S,
@@ -18,6 +19,7 @@ from tests.faults.harness import (
     Outcome,
 )
 
+MIB: Final = 1 << 20
 _COLUMNS: Final = (
     ("acked", "acked"),
     ("handled", "handled"),
@@ -119,9 +121,9 @@ the DLQ to their end and counts:
 
 - **missing**: acknowledged but in neither the output nor the DLQ. Must be 0.
 - **dup (X)**: extra copies against the bound X. A kill, a crash or a rebalance
-  rewinds a partition to its last commit, at most one auto-commit interval
-  ({COMMIT_INTERVAL_S:.0f} s, librdkafka's default, which the worker keeps) plus
-  1 s of batch time before the fault: X is what the worker finished from then
+  rewinds a partition to its last commit, at most one commit interval
+  ({COMMIT_INTERVAL_S:.0f} s, `--commit-interval-ms`, librdkafka's default; K1 sets it
+  lower) plus 1 s of batch time before the fault: X is what the worker finished from then
   until it was restarted or reassigned, plus one batch in flight; and a batch
   ({BATCH_SIZE}) per failed write attempt (`worker_delivery_failures_total`):
   the worker rewinds that batch and writes again what of it had landed. Clean
@@ -133,8 +135,12 @@ the DLQ to their end and counts:
   Also checked: no commit runs ahead of its writes (the output topic stamps
   LogAppendTime), and the last commit reaches the input's end.
 - Dead letters: each poison message byte-identical (over the DLQ producer's
-  or topic's limit: a record without the value, naming its size and sha256),
-  with every `x-dlq-*` header and its source.
+  or topic's limit: a record without the value, naming its size and sha256; over
+  it by its headers alone: cut to its essentials, naming the dropped headers'
+  count, bytes and sha256; refused even so: a line of the worker's spool file),
+  with every `x-dlq-*` header and its source; data the worker cannot read (a
+  compressed bomb librdkafka does not inflate) as one letter naming the range of
+  offsets, which stands for every message in it.
 
 Setup: one broker shared by the consumer-side scenarios, a broker of their own
 for D9-D13; workers run with a session timeout of {SESSION_TIMEOUT_MS // 1000} s
@@ -142,7 +148,9 @@ for D9-D13; workers run with a session timeout of {SESSION_TIMEOUT_MS // 1000} s
 their defaults, except where a scenario's title or notes say (D3: static
 membership, 60 s; D11 and P4: `delivery_timeout_s` 5 s; P3: small limits;
 P5: `--logic flaky --max-attempts 3`; B2 and B3: `python -m tests.faults.slow_logic`,
-`--message-budget-ms 1000`, the backstop's margin 5 s). confluent-kafka {client}, librdkafka
+`--message-budget-ms 1000`, the backstop's margin 5 s; Z1 and Z2: the producer
+compresses with the named codec; U1 and U2: the DLQ topic's `max.message.bytes`
+1,000,000 and 200; K1: `--commit-interval-ms` as named, static membership). confluent-kafka {client}, librdkafka
 {confluent_kafka.libversion()[0]}, Kafka {kafka_version()}, Python
 {platform.python_version()}. Broker, producer and workers share 2 cores, so
 times are this machine's, not production's.
@@ -159,6 +167,19 @@ worker's per-message budget (`message_budget_ms`, 5 s by default: B2) bounds dec
 plus logic in time. From `codec/work_bounds.py`, as the docs' codecs page prints it:
 
 {work_bounds.table()}
+
+## What bounds memory, compressed input included
+
+What the worker holds of message data is bounded in bytes of inflated data
+(`service/settings/consumer.py`, `memory_bound`): the prefetch queue, plus twice
+(the batch the loop holds, and the fetch that refills the queue) one fetch per
+assigned partition, each at most `max_partition_fetch_bytes` of batches on the
+wire inflated by their format's ratio (gzip 1,032x, lz4 255x, snappy 21.4x) or, for
+zstd, `receive_message_max_bytes` a batch (librdkafka inflates gzip, lz4 and snappy
+batches whole; a zstd one past that is dead-lettered as unreadable), or a single
+larger batch whole. With the defaults and 2 partitions: {memory_bound(ConsumerSettings(), 2) / MIB:.0f} MiB
+of batches under 64 KiB, {memory_bound(ConsumerSettings(), 2, 90 * MIB) / MIB:.0f} MiB with batches of 90 MB
+(Z1 and Z2's bound, plus 80 MB for the worker itself).
 
 ## Failures and notes
 

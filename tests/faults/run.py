@@ -32,6 +32,7 @@ from tests.faults.observe import (
     Monitor,
     end_offsets,
     now_ms,
+    read_spool,
     read_to_end,
     tracebacks,
     worker_events,
@@ -83,7 +84,8 @@ class Run:
         )
         self.group = f"faults-{uuid.uuid4().hex[:8]}"
         sections: dict[str, dict[str, Any]] = {
-            "worker.consumer": {"session_timeout_ms": SESSION_TIMEOUT_MS}
+            "worker.consumer": {"session_timeout_ms": SESSION_TIMEOUT_MS},
+            "worker.processing": {"dlq_spool_dir": str(self.dir)},  # `finish` reads it
         }
         for name, values in (config or {}).items():
             sections.setdefault(name, {}).update(values)
@@ -94,6 +96,10 @@ class Run:
         ]
         self.workers: list[FaultWorker] = []
         self.producer: VerifyingProducer | None = None
+        self.producer_config: dict[str, Any] | None = None  # compression.type...
+        self.commit_interval_s = (
+            COMMIT_INTERVAL_S  # the workers' (--commit-interval-ms)
+        )
         self.dup_bound = 0
         self.rewind_bound = 0
         """X's share for rewound batches (kept apart: the monitor thread adds it)."""
@@ -190,7 +196,7 @@ class Run:
             self.outcome.figures["kill_unscraped_max"] = gap
             finished = max(finished, written)
         worker.samples.append((now, finished))
-        self.dup_bound += self.redo(worker, now - COMMIT_INTERVAL_S - 1, now)
+        self.dup_bound += self.redo(worker, now - self.commit_interval_s - 1, now)
 
     def written(self) -> int:
         """Records in the output and the DLQ now (each partition's high watermark)."""
@@ -266,6 +272,7 @@ class Run:
             rate=rate,
             count=count,
             log=self.dir / "producer.log",
+            config=self.producer_config,
         ).start()
         return self.producer
 
@@ -342,7 +349,8 @@ class Run:
         data = RunData(
             acked=producer.acked,
             output=read_to_end(self.bootstrap, self.output),
-            dlq=read_to_end(self.bootstrap, self.dlq, values=True),
+            dlq=read_to_end(self.bootstrap, self.dlq, values=True)
+            + read_spool(self.dir / "codec-worker"),
             not_acked=producer.unacked,
             poison=producer.poison,
             events=[

@@ -20,7 +20,7 @@ from localkafka import create_topic, delete_topic
 from tests.faults.harness import LOG_APPEND, Env, FaultWorker, Outcome
 from tests.faults.observe import end_offsets
 from tests.faults.poison import Case, interleaved
-from tests.faults.producer import good_traffic
+from tests.faults.producer import Payload, Plan, good_traffic
 from tests.faults.run import Run
 
 DELIVERY_TIMEOUT_S: Final = 5.0
@@ -150,3 +150,115 @@ def _judge_readiness(
     )
     if ready is None or final != 200:
         outcome.fail(f"/readyz not ready again after the topic came back ({final})")
+
+
+HEADERS_1KB: Final = tuple((f"x-h{i:04d}", b"h" * 1000) for i in range(1100))
+"""1,100 headers of 1 KB: alone over a DLQ topic's 1,000,000-byte limit."""
+DLQ_LIMIT: Final = 1_000_000
+
+
+def _poison_with_headers(good: Plan, every: int, big: list[int]) -> Plan:
+    """Good traffic; every `every`-th seq poison, each third of them with the
+    1,100 headers (their seqs appended to `big`; the others plain, sharing their
+    batches)."""
+
+    def plan(seq: int) -> Payload:
+        if seq % every or not seq:
+            return good(seq)
+        if (seq // every) % 3 == 0:
+            big.append(seq)
+            return Payload(
+                b"\xc1" * 40, poison=True, droppable=True, headers=HEADERS_1KB
+            )
+        return Payload(b"\xc1" * 40, poison=True)
+
+    return plan
+
+
+def u1_unwritable_letter(env: Env) -> Outcome:
+    """A dead letter whose headers alone exceed the DLQ topic's limit: cut, not stuck.
+
+    Poison with 1,100 headers of 1 KB against a DLQ topic whose
+    `max.message.bytes` is 1,000,000, among other poison in the same batches:
+    each is written cut to its essentials (its value and those headers dropped,
+    their count, bytes and sha256 kept), every other letter is written once,
+    nothing is missing, `/readyz` never says degraded.
+    """
+    outcome = Outcome(
+        "U1",
+        "Dead letter over the DLQ topic's limit by its headers alone (1,100 x 1 KB "
+        "vs 1,000,000): cut to its essentials, written once",
+    )
+    big: list[int] = []
+
+    def plan(run: Run) -> Plan:
+        return _poison_with_headers(good_traffic(run.codec), 20, big)
+
+    cut, _ = _letters_run(env, outcome, DLQ_LIMIT, plan, 4000, "cut")
+    outcome.figures.update(headers_over_limit=len(big), letters_cut=cut)
+    if cut != len(big):
+        outcome.fail(f"worker_dead_letters_cut_total={cut}, {len(big)} were cut")
+    return outcome
+
+
+def u2_spooled(env: Env) -> Outcome:
+    """A DLQ topic that takes no letter at all: each goes to the local spool.
+
+    The DLQ topic's `max.message.bytes` is 200 bytes, less than any letter's
+    essentials: every poison message's letter is refused as it is, without its
+    value and cut, then spooled (`worker_dead_letters_spooled_total`); the
+    partitions move on and nothing is missing (the checker reads the spool).
+    """
+    outcome = Outcome(
+        "U2",
+        "DLQ topic refuses every letter (max.message.bytes 200): spooled, not stuck",
+    )
+
+    def plan(run: Run) -> Plan:
+        return interleaved(good_traffic(run.codec), [Case("x", b"\xc1" * 40)] * 40, 25)
+
+    spooled, run = _letters_run(env, outcome, 200, plan, 25 * 41, "spooled")
+    poison = len(run.producer.poison) if run.producer else -1
+    lines = sum(1 for r in run.data.dlq if r.partition == -1) if run.data else 0
+    outcome.figures.update(spooled=spooled, spool_lines=lines)
+    if spooled != poison or lines != spooled:
+        outcome.fail(f"{poison} poison, {spooled} counted spooled, {lines} spooled")
+    return outcome
+
+
+def _letters_run(
+    env: Env,
+    outcome: Outcome,
+    dlq_limit: int,
+    plan: Callable[[Run], Plan],
+    count: int,
+    counter: str,
+) -> tuple[int, Run]:
+    """One worker against a DLQ topic of `dlq_limit` bytes; `plan`'s traffic;
+    `worker_dead_letters_<counter>_total` at the end (-1: not scraped)."""
+    dlq_config = {**LOG_APPEND, "max.message.bytes": str(dlq_limit)}
+    with Run(env, outcome, dlq_config=dlq_config) as run:
+        worker = run.worker()
+        probe = ReadyProbe(worker)
+        producer = run.produce(plan(run), rate=400, count=count)
+        probe.watch(lambda: not producer.running, 120)
+        run.wait_drained(60)
+        scraped = worker.scrape()
+        run.finish()
+        _judge_once(outcome, run, probe)
+    name = f"worker_dead_letters_{counter}_total"
+    return (-1 if scraped is None else int(scraped.total(name))), run
+
+
+def _judge_once(outcome: Outcome, run: Run, probe: ReadyProbe) -> None:
+    """No letter twice; /readyz never degraded."""
+    records = run.data.dlq if run.data else []
+    copies = Counter(r.seq for r in records if r.seq is not None)
+    twice = sorted(seq for seq, n in copies.items() if n > 1)
+    outcome.figures["dlq_copies_max"] = max(copies.values(), default=0)
+    if twice:
+        outcome.fail(f"dead letters written more than once: {twice[:5]}")
+    if degraded := probe.degraded():
+        outcome.fail(
+            f"/readyz said degraded {len(degraded)} times: {degraded[0][2][:160]}"
+        )

@@ -9,6 +9,7 @@ import time
 from typing import Final
 
 from codec import CodecName
+from service.kafka.headers import CONTENT_TYPE
 from tests.faults.harness import Env, Outcome, http_get
 from tests.faults.model import Header
 from tests.faults.producer import Payload, Plan, good_traffic
@@ -184,4 +185,36 @@ def c1_control_plane_abuse(env: Env) -> Outcome:
         for path, took in worst.items():
             if took > PROBE_LIMIT_S:
                 outcome.fail(f"{path} took {took:.2f} s (limit {PROBE_LIMIT_S:.0f} s)")
+    return outcome
+
+
+def ct1_relabelled(env: Env) -> Outcome:
+    """`auto` reads a relabelled message by its last `content-type` (Kafka's rule).
+
+    An `auto` worker; the producer stamps `application/json` first and every
+    message carries a second `content-type` after it, naming the wire format its
+    value is in (MessagePack for every other one, JSON for the rest): each is
+    handled, none dead-lettered.
+    """
+    outcome = Outcome("CT1", "auto: two content-type headers, the last one right")
+    msgpack, json = good_traffic("msgspec-msgpack"), good_traffic("msgspec-json")
+
+    def plan(seq: int) -> Payload:
+        if seq % 2:
+            headers: tuple[Header, ...] = ((CONTENT_TYPE, b"application/vnd.msgpack"),)
+            return Payload(msgpack(seq).value, headers=headers)
+        return Payload(json(seq).value, headers=((CONTENT_TYPE, b"application/json"),))
+
+    with Run(env, outcome, codec="auto") as run:
+        worker = run.worker()
+        run.produce(plan, rate=500, count=1000)
+        run.wait_drained(60)
+        scraped = worker.scrape()
+        run.finish()
+        dead = (
+            -1 if scraped is None else int(scraped.total("worker_dead_letters_total"))
+        )
+        outcome.figures["dead_letters"] = dead
+        if dead:
+            outcome.fail(f"{dead} relabelled messages were dead-lettered")
     return outcome

@@ -60,12 +60,13 @@ def _failed_cases(run: Run, kinds: Sequence[Case]) -> list[str]:
     """The cases whose message is not where it belongs (DLQ for poison, else output)."""
     if run.data is None:
         return [k.name for k in kinds]
-    dead = {r.seq for r in run.data.dlq}
+    dead = {r.seq: r.header(DLQ_PREFIX + "reason") for r in run.data.dlq}
     handled = {r.seq for r in run.data.output}
     return [
         kind.name
         for i, kind in enumerate(kinds)
         if EVERY * (i + 1) not in (dead if kind.poison else handled)
+        or (kind.reason and dead[EVERY * (i + 1)] != kind.reason.encode())
     ]
 
 
@@ -124,8 +125,12 @@ def _poison_run(
             poison_cases=sum(1 for k in kinds if k.poison),
             dlq_by_reason=",".join(f"{k}={v}" for k, v in sorted(reasons.items())),
             values_dropped=dropped,
-            cases_failed=", ".join(_failed_cases(run, kinds)) or "none",
+            cases_failed=", ".join(failed := _failed_cases(run, kinds)) or "none",
         )
+        if failed:
+            outcome.fail(
+                f"cases not dead-lettered (or not with their reason): {failed}"
+            )
         if counted != dropped:
             outcome.fail(
                 f"worker_dead_letter_values_dropped_total={counted}, but "
@@ -173,9 +178,9 @@ def p3_small_limits(env: Env) -> Outcome:
         Case("just over --max-payload-bytes", b"x" * (SMALL_LIMIT + 1)),
         Case("random bytes", random_bytes(codec)),
         Case("500 kB: over the DLQ topic", b"y" * 500_000, droppable=True),
-        Case("tombstone", None),
+        Case("tombstone", None, reason="empty"),
         Case("1.2 MB: over the DLQ producer", b"z" * 1_200_000, droppable=True),
-        Case("empty value", b""),
+        Case("empty value", b"", reason="empty"),
     ]
     return _poison_run(
         env,

@@ -340,3 +340,16 @@ class TestFramedAuto:
                 auto.codec_for(None).decode_unchecked(id_header(4) + b"{}")
             assert info.value.reason == "schema_unknown"
         assert client.lookups == [4]
+
+    def test_a_frame_under_an_unknown_content_type_is_read(self) -> None:
+        client = FakeClient()
+        auto = self._auto(client)
+        payload = small(random.Random(8), 1)
+        writer = _framed("avro", client)
+        writer.register("avro-value")
+        data = writer.encode(writer.inner.from_builtins(payload))
+        unknown = auto.codec_for(b"application/vnd.confluent.avro")
+        assert writer.inner.to_builtins(unknown.decode_unchecked(data)) == payload
+        with pytest.raises(DecodeError) as info:
+            unknown.decode(b'{"not": "a frame"}')
+        assert info.value.reason == "content_type"

@@ -59,7 +59,7 @@ class Handling:
         max_attempts: int,
         retry_backoff_s: float,
         budget_s: float,
-        consumer_error: Callable[[Any], None],
+        consumer_error: Callable[[Any], Any],
     ) -> None:
         self._path = MessagePath(
             codec,
@@ -154,7 +154,7 @@ class Handling:
     def _decoded(self, entry: Entry, sampled: bool) -> Any:
         """The decoded message, or `_UNDECODED` with the entry's poison set."""
         m = entry.message
-        value = m.value()
+        value = m.value() or None  # empty: `len` raises, dead-lettered `empty`
         path = self._path
         try:
             if len(value) > self._limit:  # type: ignore[arg-type]

@@ -52,6 +52,19 @@ class PartitionTrack:
         self.entries.append(entry)
         return entry
 
+    def set_aside(self, message: KafkaMessage, poison: Poison) -> bool:
+        """Track unreadable data (a consumer error) as done: its letter is released
+        in offset order. False for a repeat of the range already waiting at the end
+        (librdkafka repeats the error until the partition is moved past it)."""
+        if (last := self.entries[-1] if self.entries else None) is not None and (
+            last.message.error() is not None
+            and last.message.offset() == message.offset()
+        ):
+            return False
+        entry = self.add(message)
+        entry.poison, entry.done = poison, True
+        return True
+
     def done_prefix(self) -> int:
         """How many messages at the front are done (the contiguous prefix)."""
         n = 0

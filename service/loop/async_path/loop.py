@@ -145,6 +145,7 @@ class AsyncLoop:
     ) -> None:
         self._consumer = consumer
         self._m = metrics
+        self._poison = poison
         clock_ns = clock_overhead_ns()
         metrics.timer_overhead.set(clock_ns * 1e-9)
         self._handling = Handling(
@@ -155,7 +156,7 @@ class AsyncLoop:
             max_attempts=max_attempts,
             retry_backoff_s=retry_backoff_ms / 1000.0,
             budget_s=budget_s,
-            consumer_error=self._consumer_error,
+            consumer_error=poison.consumer_error,
         )
         self._release = Release(
             consumer,
@@ -307,15 +308,16 @@ class AsyncLoop:
         tracks, lanes, ordering = self._tracks, self._lanes, self._ordering
         create = asyncio.get_running_loop().create_task
         for m in msgs:
-            err = m.error()
-            if err is not None:
-                self._consumer_error(err)
-                continue
             p = m.partition() or 0
             track = tracks.get(p)
             if track is None:
                 track = tracks[p] = PartitionTrack()
                 self._topic = m.topic() or self._topic  # where its offsets go
+            if m.error() is not None:  # counted, logged (rate-limited); fatal: raised
+                if (bad := self._poison.consumer_error(m)) and track.set_aside(m, bad):
+                    self._in_flight += 1  # unreadable data: its letter, in order
+                    self._finished += 1
+                continue
             entry = track.add(m)
             self._in_flight += 1
             if ordering == "none":
@@ -385,12 +387,6 @@ class AsyncLoop:
             await asyncio.gather(*left, return_exceptions=True)
             log.warning("handlers_cancelled_at_stop", tasks=len(left))
         self._settle()
-
-    def _consumer_error(self, err: Any) -> None:
-        self._m.consumer_errors.labels(err.name()).inc()
-        if err.fatal():
-            raise FatalError(f"fatal consumer error: {err.name()}: {err.str()}")
-        log.error("consumer_error", code=err.name(), error=err.str())
 
 
 def _wake_up(wake: asyncio.Future[None]) -> None:

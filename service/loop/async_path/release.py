@@ -98,6 +98,10 @@ class Release:
         try:
             self._write(ready)
             released = {p: t.entries[n - 1].message.offset() + 1 for p, t, n in ready}  # type: ignore[operator]
+            for skip in self._poison.skips:  # past an unreadable range's end
+                released[skip.partition] = max(
+                    released.get(skip.partition, 0), skip.offset
+                )
             if self._positions is not None:
                 self._positions.released = released
             self._txn.commit([TopicPartition(topic, p) for p in released], {})
@@ -117,6 +121,7 @@ class Release:
             entries += done
             offsets.append(TopicPartition(topic, p, offset))
         self._store(offsets)
+        self._poison.skip(self._consumer)  # seek (and store) past unreadable ranges
         self._observe(entries)
         if self._shadow is not None:  # the released messages, as the sync loop's batch
             self._shadow([e.message for e in entries])
