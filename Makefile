@@ -40,7 +40,7 @@ lint: setup  ## ruff format --check and ruff check
 	$(VENV)/bin/ruff check .
 
 typecheck: setup  ## mypy --strict
-	$(VENV)/bin/mypy schemas codec service loadgen abrunner localkafka codecbench schematool tests scripts/docs_reference.py
+	$(VENV)/bin/mypy schemas codec service loadgen abrunner localkafka codecbench schematool tests scripts/docs_reference.py scripts/docs_reference_metrics.py
 
 test-unit: setup  ## Unit tests (no network)
 	$(PY) -m pytest tests/unit

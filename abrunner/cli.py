@@ -22,14 +22,9 @@ that cannot be read.
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import sys
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 from typing import Any, Final
 
 from rich.console import Console
@@ -38,21 +33,20 @@ import service.settings.cli_flags as commands
 from abrunner import guarantees
 from abrunner.config import DEFAULT_CODECS, PREFERRED_BASELINE, TOOL, AbSettings
 from abrunner.framing import framed_plan, unusable_registry
+from abrunner.interrupts import INTERRUPTED as INTERRUPTED, interrupts
 from abrunner.lab import payload_sizing, peer_decode, runner
-from abrunner.plan import Plan, Profile, code_not_run, schema_limits, validator_lines
+from abrunner.plan import Plan, Profile
 from abrunner.report import compare, decisions, rejections
 from abrunner.report.logic_verdicts import judge as judge_logic
 from abrunner.report.tables import write
 from abrunner.report.terminal import print_tables
 from abrunner.results import CaseResult, Report
+from abrunner.schema_fit import code_not_run, schema_limits, validator_lines
 from loadgen import replay
 from localkafka.topics import CONNECT_TIMEOUT_S, TopicAdmin
 from schemas.errors import ConfigError, LocalKafkaError
 from service.kafka.security_check import AccessRefused, check_access
 from service.settings.cli_flags import KAFKA_FLAGS, REGISTRY_FLAGS, Flag, add_flags
-
-INTERRUPTED: Final = 130
-"""128 + SIGINT: what a shell reports for a command stopped by Ctrl-C."""
 
 _FLAGS: Final = (
     Flag(
@@ -109,6 +103,18 @@ _FLAGS: Final = (
         "sequential: one codec after another, in a rotated order",
     ),
     Flag("--window-s", ("window_s",), "seconds per window of a paired run", float),
+    Flag(
+        "--precision",
+        ("precision",),
+        "P%: a paired run adds repeats (after --repeat) until every CPU us/msg "
+        "ratio's 95 % interval is within P % of it, or --precision-cap",
+        default="none: --repeat repeats",
+    ),
+    Flag(
+        "--precision-cap",
+        ("precision_cap",),
+        "time cap of --precision per profile, e.g. 900, 15m",
+    ),
     Flag("--max-messages", ("max_messages",), "backlog size in --max mode", int),
     Flag("--partitions", ("partitions",), "partitions of each topic", int),
     Flag(
@@ -237,6 +243,8 @@ def plan_from_settings(s: AbSettings) -> Plan:
         loadgen_args=tuple(w for a in s.loadgen_args for w in a.split("=", 1)),
         replay=None if s.replay is None else str(s.replay),
         rotated=True,
+        precision=None if s.precision is None else s.precision / 100,
+        precision_cap_s=s.precision_cap,
     )
     if s.replay is not None:  # another schema's traffic would be all dead letters
         framed = None if s.framing == "none" else s.registry.access()
@@ -310,7 +318,7 @@ def _run(
             print(exc, file=sys.stderr)
             return 2, None
     try:
-        with _interrupts(), framed_plan(settings, plan, console) as plan:
+        with interrupts(), framed_plan(settings, plan, console) as plan:
             report = runner.run(plan, bootstrap, console, settings.kafka)
             report.peers = peer_decode.for_report(settings, plan, report, console)
             decisions.decide(report, settings.target_rate or plan.rate)
@@ -364,36 +372,3 @@ def _failed(result: CaseResult) -> bool:
     return bool(result.error is not None or result.lost or result.seq_missing) or (
         result.error is None and everything
     )
-
-
-class _Stop:
-    """A signal handler: the first signal raises KeyboardInterrupt in the main
-    thread (the runner stops its case and the report is written), the next one
-    ends the process at once; its children die with it (`die_with_parent`)."""
-
-    def __init__(self) -> None:
-        self.signals = 0
-
-    def __call__(self, signum: int, frame: FrameType | None) -> None:
-        self.signals += 1
-        if self.signals > 1:
-            os.write(2, b"codec-ab: interrupted again: exiting now\n")
-            os._exit(INTERRUPTED)
-        raise KeyboardInterrupt
-
-
-@contextmanager
-def _interrupts() -> Iterator[_Stop]:
-    """Route SIGINT and SIGTERM to a `_Stop` for the block (main thread only)."""
-    stop = _Stop()
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
-    previous = {
-        sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)
-    }
-    try:
-        yield stop
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

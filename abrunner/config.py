@@ -97,6 +97,18 @@ def _moment(value: Any) -> Any:
     return moment.timestamp()
 
 
+def _percent(value: Any) -> Any:
+    """`5%`, `5` or `2.5 %` as a percentage (5.0)."""
+    if isinstance(value, str):
+        text = value.strip().removesuffix("%").strip()
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError("expected a percentage like 5%") from None
+    return value
+
+
+Percent = Annotated[float, BeforeValidator(_percent), Field(gt=0, lt=100)]
 Seconds = Annotated[float, BeforeValidator(_seconds), Field(gt=0)]
 Moment = Annotated[float, BeforeValidator(_moment)]
 
@@ -133,6 +145,9 @@ class AbSettings(BaseModel):
     # paired: every codec of a repeat at once (abrunner.lab.paired); else one by one.
     mode: Literal["paired", "sequential"] = "paired"
     window_s: Annotated[float, Field(gt=0)] = 1.0
+    # Paired: more repeats until every CPU ratio is this precise (abrunner.lab.precision).
+    precision: Percent | None = None
+    precision_cap: Seconds = 900.0
     max_messages: Annotated[int, Field(ge=1)] = 200_000
     partitions: Annotated[int, Field(ge=1, le=1000)] = 4
     baseline: str | None = None

@@ -13,14 +13,11 @@ from typing import Final, Literal, NamedTuple
 
 import msgspec
 
-from codec import CODEC_NAMES, REAL_CODECS, codec_refusal
+from codec import CODEC_NAMES, REAL_CODECS
 from codec.registry import REGISTRY_TYPES
 from loadgen.config import LoadgenSettings
 from schemas.errors import ConfigError
-from schemas.registry import SCHEMA_NAMES, user_schema
-from schemas.user.skipped_checks import Skipped, skipped_checks
-from schemas.user.synthetic import make_payloads
-from schemas.user.validators import not_run, ran_by
+from schemas.registry import SCHEMA_NAMES
 
 WARMUP_SEED: Final = 1
 MEASURED_SEED: Final = 2
@@ -142,6 +139,11 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
             schema, judged before the run (`abrunner.report.logic_verdicts`).
         registry_url: the schema registry of the framed cases (`<codec>+confluent`
             in `codecs`, `abrunner.framing`); None when nothing is framed.
+        precision: a paired run adds repeats past `repeat` until every CPU us/msg
+            ratio's 95 % interval is within this fraction of it (0.05: ±5 %;
+            `abrunner.lab.precision`), or `precision_cap_s` would be passed;
+            None: `repeat` repeats. A report's `repeat` is the repeats run.
+        precision_cap_s: the time cap of `precision`, per profile.
 
     Raises:
         ConfigError: a value is out of range; the message names the flag.
@@ -174,8 +176,11 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     processing_guarantee: str = "at-least-once"
     logic_verdicts: tuple[tuple[str, str], ...] = ()
     registry_url: str | None = None
+    precision: float | None = None
+    precision_cap_s: float = 900.0
 
     def __post_init__(self) -> None:
+        self._check_precision()
         for codec in self.codecs:
             wire = codec.removesuffix(FRAMED)
             if wire == codec and (codec not in CODEC_NAMES or codec == "auto"):
@@ -208,6 +213,21 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
             raise ConfigError(
                 "--replay: a recording holds one schema's traffic; give one "
                 "--schema or --profile, not a sweep"
+            )
+
+    def _check_precision(self) -> None:
+        if self.precision is None:
+            return
+        if not 0 < self.precision < 1:
+            raise ConfigError(
+                f"--precision must be between 0 % and 100 %, got {self.precision:.0%}"
+            )
+        if self.precision_cap_s <= 0:
+            raise ConfigError("--precision-cap must be positive")
+        if self.mode != "paired" or self.max_mode or len(self.codecs) < 2:
+            raise ConfigError(
+                "--precision: narrows a paired run's CPU ratios (--mode paired, two "
+                "codecs or more, not --max)"
             )
 
     def framing_args(self, case: Case) -> tuple[str, ...]:
@@ -319,80 +339,3 @@ class Case(NamedTuple):
         `msgspec-json-shop-Order` (only letters, digits, `.`, `_` and `-`)."""
         label = _UNSAFE.sub("-", self.profile.label).strip("-")[-_MAX_LABEL:]
         return f"{self.codec.replace('+', '-')}-{label}"
-
-
-def schema_limits(
-    spec: str | None,
-    codecs: tuple[str, ...],
-    *,
-    synthetic: bool = True,
-    named: bool = False,
-) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[str, ...]]:
-    """For a user's schema: the codecs that can run it, those left out (with why),
-    and the checks of the user's form a kept codec skips.
-
-    Args:
-        spec: the `--schema` setting (None: a built-in profile).
-        codecs: the codecs of the run.
-        synthetic: payloads are made (not replayed).
-        named: the codecs were named (`--codecs`): each must carry the schema.
-
-    Raises:
-        ConfigError: a named codec cannot carry the schema (every such codec and
-            field, a line each), or none of the default ones can; or, for
-            synthetic payloads, a field none can be made for (every such field
-            named), so that no case starts a worker for nothing.
-    """
-    user = None if spec is None else user_schema(spec)
-    if user is None:
-        return codecs, (), ()
-    if synthetic:
-        make_payloads(user.shape, 1)
-    left_out = tuple(
-        (codec, why)
-        for codec in codecs
-        if (why := codec_refusal(codec, user)) is not None
-    )
-    kept = tuple(c for c in codecs if c not in dict(left_out))
-    if named and left_out:
-        raise ConfigError(
-            "--codecs: "
-            + "; ".join(why.removeprefix("schema error: ") for _, why in left_out)
-        )
-    if not kept:
-        raise ConfigError("; ".join(why for _, why in left_out))
-    skipped = tuple(
-        Skipped(tuple(c for c in s.codecs if c in kept), s.path, s.check).line()
-        for s in skipped_checks(user.shape, user.source)
-        if any(c in kept for c in s.codecs)
-    )
-    return kept, left_out, skipped
-
-
-def validator_lines(
-    spec: str | None, codecs: tuple[str, ...], run_validators: bool
-) -> tuple[str, ...]:
-    """The user's validators that a measured codec runs in its derived Struct
-    (`--run-validators`), a line each; () without it or for a built-in profile."""
-    user = None if spec is None or not run_validators else user_schema(spec)
-    return () if user is None else tuple(ran_by(user.with_validators(), codecs))
-
-
-def code_not_run(
-    spec: str | None, codecs: tuple[str, ...], run_validators: bool = False
-) -> tuple[str, ...]:
-    """The code of a user's model that a measured codec does not run, a line each
-    (`codec-schema check` lists the same); () for a built-in profile.
-
-    Args:
-        spec: the `--schema` setting (None: a built-in profile: none).
-        codecs: the codecs that run.
-        run_validators: the workers run the after validators in the derived
-            Structs, so those are not listed as not run by the codecs that do.
-    """
-    user = None if spec is None else user_schema(spec)
-    if user is None:
-        return ()
-    if run_validators:
-        user = user.with_validators()
-    return tuple(n.line() for n in not_run(user, codecs))

@@ -39,11 +39,11 @@ class CaseResult(msgspec.Struct, kw_only=True, omit_defaults=True):
         e2e_p999_ms: 99.9th percentile end-to-end latency.
         decode_us: mean of the worker's sampled single decodes (in reports written
             before the worker sampled: a batch's decode time over its size).
-        decode_p50_us: median of the worker's sampled single decodes (every 32nd
-            message timed with `perf_counter_ns`: wall time, preemption included),
-            from the `worker_decode_seconds` histogram's delta.
-        handle_us: mean business-logic time per message (wall: an async
-            handler's awaits included).
+        decode_p50_us: median of the worker's sampled single decodes (every 128th
+            message timed in its thread's CPU time; every 32nd, in wall time, in
+            reports written before), from the `worker_decode_seconds` delta.
+        handle_us: mean business-logic time per message (a sync handler: CPU time
+            of the sampled calls; an async one: wall time, its awaits included).
         handle_cpu_us: an async handler's mean CPU per message in its own steps
             (`worker_handle_cpu_seconds`); None for a sync one (its time is CPU).
         gc_ms_per_s: milliseconds per second the worker spent in cyclic garbage

@@ -39,6 +39,35 @@ class Window(msgspec.Struct, frozen=True, kw_only=True):
     e2e: list[float]
 
 
+class PrecisionStop(msgspec.Struct, frozen=True, kw_only=True):
+    """Why a profile of a paired run stopped adding repeats (`--precision`).
+
+    Attributes:
+        profile: the payload profile's label.
+        asked: the precision asked, a fraction (0.05 for ±5 %).
+        reached: the widest CPU us/msg ratio's interval half-width, a fraction of
+            the ratio (`abrunner.lab.precision.half_width`); None while a ratio
+            has no interval.
+        widest: the codec of that ratio (or of one without an interval).
+        repeats: repeats run.
+        windows: the baseline's usable windows over those repeats.
+        seconds: the profile's wall time, repeats one after another.
+        why: `reached`, `time cap` (another repeat would pass `cap_s`), `repeat
+            limit` or `failed` (two repeats in a row failed).
+        cap_s: the time cap.
+    """
+
+    profile: str
+    asked: float
+    reached: float | None
+    widest: str | None
+    repeats: int
+    windows: int
+    seconds: float
+    why: str
+    cap_s: float
+
+
 class Paired(msgspec.Struct, kw_only=True):
     """A paired run's windows.
 
@@ -46,11 +75,13 @@ class Paired(msgspec.Struct, kw_only=True):
         window_s: the window asked for (`--window-s`).
         bounds: the e2e histogram's finite upper bounds, seconds.
         windows: every codec's windows, in the order measured.
+        stops: with `--precision`, why each profile stopped adding repeats.
     """
 
     window_s: float
     bounds: list[float]
     windows: list[Window] = msgspec.field(default_factory=list)
+    stops: list[PrecisionStop] = msgspec.field(default_factory=list)
 
 
 class Capacity(msgspec.Struct, frozen=True, kw_only=True):

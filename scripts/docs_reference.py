@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
+import importlib.util
 import inspect
 import itertools
 import re
@@ -19,6 +20,8 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Any, get_args
 
 from pydantic import BaseModel
@@ -54,8 +57,6 @@ SECTIONS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
 )
 """The TOML file's tool sections: the root settings model and the commands reading it.
 `[kafka]` is each model's `kafka` field, shared by every command."""
-
-METRICS_MODULE = "service.telemetry.metrics"
 
 
 def parser_of(module: str, function: str) -> argparse.ArgumentParser:
@@ -341,47 +342,28 @@ def config_page() -> str:
     return "\n".join(out)
 
 
-def metric_families() -> list[tuple[str, str, list[str], str]]:
-    """Every metric the worker exports: (name, type, labels, help)."""
-    from prometheus_client import CollectorRegistry
+def _beside(name: str) -> ModuleType:
+    """The module `name` beside this script: `scripts/` is no package, and
+    mkdocs-gen-files runs this file with runpy, the tests load it by path."""
+    spec = importlib.util.spec_from_file_location(
+        name, Path(__file__).with_name(f"{name}.py")
+    )
+    assert spec is not None and spec.loader is not None  # noqa: S101 (a file of the repo)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    metrics = importlib.import_module(METRICS_MODULE)
-    registry = CollectorRegistry()
-    metrics.Metrics(registry, codec="msgspec-json", schema="medium")
-    metrics.ShadowMetrics(registry, codec="msgspec-json", shadow="protobuf")
-    found = {}
-    for collector in list(registry._collector_to_names):
-        declared = list(getattr(collector, "_labelnames", ()))
-        for family in collector.collect():
-            if family.name.startswith("process_"):
-                continue
-            labels = declared or sorted(
-                {k for s in family.samples for k in s.labels if k not in ("le",)}
-            )
-            name = family.name + ("_total" if family.type == "counter" else "")
-            found[name] = (name, family.type, labels, family.documentation)
-    return sorted(found.values())
+
+_metrics = _beside("docs_reference_metrics")
+metric_families: Callable[[], list[tuple[str, str, list[str], str]]] = (
+    _metrics.metric_families
+)
 
 
 def metrics_page() -> str:
     """reference/metrics.md: every metric the worker exports."""
-    out = [
-        "# Metrics reference",
-        "",
-        "Written from the worker's metric objects (`service/telemetry/metrics.py`) at",
-        "every build of this site. They are served on the worker's `/metrics`, beside",
-        "`/healthz` and `/readyz`; the standard process collector adds",
-        "`process_cpu_seconds_total` and `process_resident_memory_bytes`. Updates are",
-        "aggregated per batch, never per message.",
-        "",
-        "| name | type | labels | what it counts |",
-        "| --- | --- | --- | --- |",
-    ]
-    for name, kind, labels, documentation in metric_families():
-        label_cell = ", ".join(f"`{label}`" for label in labels) or ""
-        out.append(f"| `{name}` | {kind} | {label_cell} | {_cell(documentation)} |")
-    out.append("")
-    return "\n".join(out)
+    text: str = _metrics.page(_cell)
+    return text
 
 
 PAGES: dict[str, Callable[[], str]] = {

@@ -12,6 +12,7 @@
 | `peer_decode` | the framed cases' decode beside confluent-kafka's deserializers, on the run's framed messages |
 | `capacity` | whether the machine can carry every codec's worker at once |
 | `paired` | paired runs: every codec of a repeat at once, sampled window by window |
+| `precision` | `--precision`: more paired repeats until every CPU ratio is as precise as asked |
 | `waits` | waiting on running workers, sampling them |
 
 May import `abrunner.plan`, `abrunner.results`, `abrunner.report`, and every package

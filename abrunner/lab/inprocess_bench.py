@@ -3,7 +3,7 @@
 Taken before the Kafka cases, never during them (a tight loop here would steal the
 CPU the worker is measured on), over the load generator's pool: the same size
 (1000) and seed, so both paths decode the same payloads. The figures are CPU time
-(`time.thread_time_ns`); the worker's sampled decodes are wall time. codec-bench
+(`time.thread_time_ns`), as the worker's sampled decodes are. codec-bench
 knows the built-in schemas' synthetic payloads only: a user's schema, or a replay,
 gets no in-process figures.
 """

@@ -31,6 +31,7 @@ from rich.console import Console
 
 from abrunner.lab import loss_check
 from abrunner.lab.case_figures import fell_behind, figures, window_rate
+from abrunner.lab.precision import Progress
 from abrunner.lab.processes import LoadgenProcess, WorkerProcess, child_env
 from abrunner.lab.waits import wait_processed
 from abrunner.lab.worker_probe import Snapshot
@@ -87,40 +88,73 @@ def _log(plan: Plan, case: Case, loadgen: bool = False) -> Path:
 
 
 def run_all(
-    bootstrap: Broker, plan: Plan, console: Console, results: list[CaseResult]
-) -> Paired:
-    """Run every profile's repeats paired; append each codec's result as it comes.
+    bootstrap: Broker,
+    plan: Plan,
+    console: Console,
+    results: list[CaseResult],
+    found: Paired,
+) -> None:
+    """Run every profile's repeats paired; append each codec's result as it comes,
+    and each repeat's windows to `found`.
 
-    A repeat that fails is recorded as a failed case for every codec; the others
-    still run.
+    With `plan.precision`, a profile adds repeats past `plan.repeat` while a CPU
+    ratio's interval is wider than asked (`abrunner.lab.precision`), and its
+    stop is recorded in `found.stops`. A repeat that fails is recorded as a
+    failed case for every codec; the others still run (under `--precision`, two
+    failed in a row end the profile: more of the same would fail too).
     """
-    found = Paired(window_s=plan.window_s, bounds=[])
     for profile in plan.profiles:
-        for repeat in range(plan.repeat):
+        progress = None if plan.precision is None else Progress(plan, profile.label)
+        repeat = 0
+        while repeat < plan.repeat or progress is not None:
             name = f"{profile.label} / run {repeat + 1} (paired)"
 
             def note(text: str, name: str = name) -> None:
                 console.print(f"{name}: {text}")
 
-            try:
-                results += run_repeat(bootstrap, plan, profile, repeat, note, found)
-            except Exception as exc:  # one failed repeat must not lose the others
-                error = f"{type(exc).__name__}: {str(exc) or 'no reason given'}"
-                console.print(f"{name}: FAILED: {error}")
-                for codec in plan.codecs:
-                    case = Case(codec, profile, repeat)
-                    with _log(plan, case).open("a") as log:
-                        log.write(f"codec-ab: paired repeat failed: {error}\n")
-                    results.append(
-                        CaseResult(
-                            codec=codec,
-                            profile=profile.label,
-                            repeat=repeat,
-                            error=error,
-                            logs=[str(_log(plan, case))],
-                        )
-                    )
-    return found
+            failed = _one_repeat(bootstrap, plan, profile, repeat, note, found, results)
+            repeat += 1
+            if progress is None:
+                continue
+            why = progress.done(found, failed)
+            note(progress.note(plan.precision or 0.0))
+            if why is not None:
+                found.stops.append(progress.stop(found, why))
+                note(f"stopped adding repeats: {why}")
+                break
+
+
+def _one_repeat(
+    bootstrap: Broker,
+    plan: Plan,
+    profile: Profile,
+    repeat: int,
+    note: Note,
+    found: Paired,
+    results: list[CaseResult],
+) -> bool:
+    """One repeat, its results appended; True if it failed (recorded as failed
+    cases for every codec, with the reason in each case's log)."""
+    try:
+        results += run_repeat(bootstrap, plan, profile, repeat, note, found)
+    except Exception as exc:  # one failed repeat must not lose the others
+        error = f"{type(exc).__name__}: {str(exc) or 'no reason given'}"
+        note(f"FAILED: {error}")
+        for codec in plan.codecs:
+            case = Case(codec, profile, repeat)
+            with _log(plan, case).open("a") as log:
+                log.write(f"codec-ab: paired repeat failed: {error}\n")
+            results.append(
+                CaseResult(
+                    codec=codec,
+                    profile=profile.label,
+                    repeat=repeat,
+                    error=error,
+                    logs=[str(_log(plan, case))],
+                )
+            )
+        return True
+    return False
 
 
 def run_repeat(

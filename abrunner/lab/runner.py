@@ -23,6 +23,7 @@ from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
+import msgspec
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
@@ -34,6 +35,7 @@ from abrunner.plan import MEASURED_SEED, WARMUP_SEED, Case, Plan
 from abrunner.report.paired import capacity_sentence
 from abrunner.report.tables import aggregate, environment
 from abrunner.results import CaseResult, InProcess, Report
+from abrunner.windowed import Paired
 from loadgen.report import Summary
 from localkafka import LocalKafka, create_topic, delete_topic, kafka_version
 from service.kafka.connection import KafkaConnection
@@ -110,8 +112,9 @@ def run(
                 bootstrap = stack.enter_context(LocalKafka()).bootstrap_servers
                 kafka_run, kafka = kafka_version(), None
             if fits is not None and fits.fits:
-                windows = paired.run_all(
-                    Broker.of(bootstrap, kafka), plan, console, results
+                windows = Paired(window_s=plan.window_s, bounds=[])
+                paired.run_all(
+                    Broker.of(bootstrap, kafka), plan, console, results, windows
                 )
             else:
                 _run_all(Broker.of(bootstrap, kafka), plan, console, results)
@@ -119,6 +122,9 @@ def run(
         interrupted = True
         total = len(plan.cases())
         console.print(f"interrupted: {len(results)} of {total} cases finished")
+    if plan.precision is not None:  # the repeats run, not the fewest asked
+        ran = max((r.repeat + 1 for r in results), default=plan.repeat)
+        plan = msgspec.structs.replace(plan, repeat=max(ran, plan.repeat))
     return Report(
         plan=plan,
         environment=environment(kafka_run),

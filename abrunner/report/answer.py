@@ -6,13 +6,19 @@ ticket (CPU per message and cores at the target rate, p99, RSS, wire size, what 
 rejected of this traffic, which of the model's checks it skips, with the interval and
 verdict when there are repeats), then one short table of the figures that decide; the
 full figures and the definitions follow in the report.
+
+A codec that fell behind the rate, the baseline or a candidate, is still compared
+on what holds for a saturated worker (CPU per message, cores at the rate, RSS,
+rejections); its latency is left out, with why, and the answer says what it would
+need to carry the rate (`abrunner.report.notes`). Only a case that failed,
+lost messages or dead-lettered everything has nothing to compare.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from abrunner.report import decode_share
+from abrunner.report import decode_share, notes, paired
 from abrunner.report.charts import SPLIT_CHART, splittable
 from abrunner.report.stats import MIN_REPEATS
 from abrunner.results import Ratio, Report, Row, by_cpu
@@ -108,8 +114,20 @@ def sentence(report: Report, profile: str, codec: str) -> str:
     if (base_trouble := _trouble(base, max_mode)) is not None:
         return f"{head}: no comparison, the baseline {base_trouble}"
     parts = [_cpu(report, profile, codec, row, base)]
+    if notes.behind(row, max_mode):
+        parts.insert(0, "it " + notes.carry(report, row))
     new, old = row.median("e2e_p99_ms"), base.median("e2e_p99_ms")
-    if new is not None and old is not None:
+    slow = [
+        who
+        for who, r in (("it", row), ("the baseline", base))
+        if notes.behind(r, max_mode)
+    ]
+    if slow:
+        parts.append(
+            f"latency not compared: {' and '.join(slow)} fell behind "
+            "(see the note under the table)"
+        )
+    elif new is not None and old is not None:
         versus = _versus(report, profile, codec, "e2e_p99_ms", new, old)
         parts.append(f"p99 latency {new:.1f} ms against {old:.1f}{versus}")
     new, old = row.median("rss_steady_mb"), base.median("rss_steady_mb")
@@ -162,20 +180,15 @@ def status(row: Row, max_mode: bool) -> str:
 
 
 def _trouble(row: Row, max_mode: bool) -> str | None:
-    """Why a row's figures must not be compared as they stand, or None."""
-    said = status(row, max_mode)
-    if said == "ok":
-        return None
+    """Why none of a row's figures may be compared, or None (a row that fell
+    behind is compared on what holds: `abrunner.report.notes.behind`)."""
     if row.errors:
         return f"failed ({row.errors[0]})."
     if row.lost:
         return f"LOST {row.lost:,} messages: its figures are not to be trusted."
     if row.rejected_all is not None:
         return f"dead-lettered every message ({row.rejected_all}): nothing to compare."
-    return (
-        f"{said}: it did not keep up with the rate, so its latency is the backlog's; "
-        "see the full figures."
-    )
+    return None
 
 
 def _cpu(report: Report, profile: str, codec: str, row: Row, base: Row) -> str:
@@ -231,6 +244,10 @@ def section(report: Report) -> list[str]:
     base = report.plan.baseline
     lines = ["## The answer", ""]
     for profile, rows in report.summary.items():
+        if notes.behind(rows.get(base), report.plan.max_mode) and len(rows) > 1:
+            where = f" ({profile})" if len(report.summary) > 1 else ""
+            carried = notes.carry(report, rows[base])
+            lines += [f"- **{base}** (the baseline){where} {carried}."]
         for codec in by_cpu(rows):
             if codec != base:
                 lines += [f"- {sentence(report, profile, codec)}"]
@@ -243,7 +260,9 @@ def section(report: Report) -> list[str]:
         return []
     lines.append("")
     repeat = report.plan.repeat
-    if repeat == 1:
+    if report.paired is not None:  # intervals from the windows, with any repeats
+        pass
+    elif repeat == 1:
         lines += [
             "One run per codec (`--repeat 1`): these ratios have no interval; run "
             f"`--repeat {MIN_REPEATS}` or more before deciding.",
@@ -255,10 +274,15 @@ def section(report: Report) -> list[str]:
             "repeats or more).",
             "",
         ]
+    lines += [*(f"{x}\n" for x in paired.precision_lines(report))]
     for profile, headers, body in short_tables(report):
         if len(report.summary) > 1:
             lines += [f"### {report.plan.heading(profile)}", ""]
         lines += [*_markdown(headers, body), ""]
+        rows = report.summary[profile]
+        slow = [c for c in by_cpu(rows) if notes.behind(rows[c], False)]
+        if not report.plan.max_mode and (said := notes.saturated(report, slow)):
+            lines += [said, ""]
     if splittable(report.summary):
         lines += [f"![CPU per message: decode and the rest]({SPLIT_CHART})", ""]
     return lines
@@ -274,10 +298,13 @@ def short_tables(report: Report) -> list[tuple[str, list[str], list[list[str]]]]
             row = rows[codec]
             name = f"{codec} (baseline)" if codec == report.plan.baseline else codec
             cells = [name, status(row, report.plan.max_mode)]
+            slow = notes.behind(row, report.plan.max_mode)
             for _, key, fmt in SHORT:
                 value = row.median(key)
                 if key == decode_share.SHARE:  # at most 100 %, or the cell says why
                     cells.append(decode_share.cell(row.figures.get(key), False))
+                elif slow and key in notes.LATENCY:
+                    cells.append("- (fell behind)")
                 else:
                     cells.append("-" if value is None else fmt.format(value))
             cells += [f"{row.dead_lettered:,}", f"{row.lost:,}"]

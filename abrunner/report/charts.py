@@ -65,11 +65,14 @@ def charts(report: Report, out: Path) -> list[Path]:
 
 def split(row: Row) -> tuple[float, float] | None:
     """A row's CPU us/msg as (decode, the rest): the decode's share (the mean decode
-    over CPU per message, at most 1) times the CPU per message; None unmeasured."""
-    cpu, share = row.median("cpu_us_per_msg"), row.median("decode_share")
+    over CPU per message) times the CPU per message; None unmeasured, or where a
+    repeat's share came out above 1 (not a share: `decode_share.OVER`)."""
+    cpu, share = row.median("cpu_us_per_msg"), row.figures.get("decode_share")
     if cpu is None or share is None or not (math.isfinite(cpu) and cpu > 0):
         return None
-    decode = cpu * min(max(share, 0.0), 1.0)
+    if share.max > 1:
+        return None
+    decode = cpu * max(share.median, 0.0)
     return decode, cpu - decode
 
 

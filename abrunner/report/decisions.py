@@ -19,7 +19,7 @@ from typing import Final
 
 import msgspec
 
-from abrunner.report import order, paired, stats
+from abrunner.report import notes, order, paired, stats
 from abrunner.report.stats import DECIDED as DECIDED
 from abrunner.results import CaseResult, Ratio, Report, Spread, Summary, by_cpu
 
@@ -94,7 +94,24 @@ def baseline_ratios(report: Report) -> list[Ratio]:
                 ratio = _ratio(report.results, profile, plan.baseline, codec, figure)
                 if ratio is not None:
                     found.append(ratio)
-    return [_late(report.results, r) for r in found]
+    return [_late(report.results, _behind(report, r)) for r in found]
+
+
+def _behind(report: Report, ratio: Ratio) -> Ratio:
+    """A latency ratio without a verdict where either side fell behind: its
+    latency is its backlog's wait (`abrunner.report.notes`)."""
+    if ratio.figure not in notes.LATENCY or ratio.why is not None:
+        return ratio
+    rows = report.summary.get(ratio.profile, {})
+    slow = [
+        codec
+        for codec in (report.plan.baseline, ratio.codec)
+        if notes.behind(rows.get(codec), report.plan.max_mode)
+    ]
+    if not slow:
+        return ratio
+    why = f"{' and '.join(slow)} fell behind: {notes.WHY}"
+    return msgspec.structs.replace(ratio, low=None, high=None, verdict=None, why=why)
 
 
 LATE: Final = 0.9
@@ -178,6 +195,7 @@ def section(report: Report) -> str | None:
     lines = [
         _method(report),
         "",
+        *(f"{x}\n" for x in paired.precision_lines(report)),
         f"Each codec's figure over `{plan.baseline}`'s: the geometric mean of the "
         + (
             "blocks' ratios (CPU us/msg, p99) or of the repeats' (RSS)"

@@ -88,13 +88,14 @@ def section(report: Report) -> str | None:
         f"objects against its result on the pydantic model ({REFERENCE}), "
         f"{judged}, no Kafka "
         f"(the same as `codec-schema check SCHEMA --logic ...{recording}`). "
-        "CPU split per message: the decode (median of the worker's timed decodes), "
-        "your handler's CPU (an async handler: its own steps, "
-        "`worker_handle_cpu_seconds`; a sync one: its time, "
-        "`worker_handle_seconds`) and the rest (CPU us/msg less both: librdkafka, "
-        "the loop, metrics; blank when they pass it), each wall time, so "
-        "preemption on a busy machine inflates them. Waited: an async handler's "
-        "wall time less its CPU, the time it spent awaiting (no CPU).",
+        "CPU split per message: the decode (median of the worker's timed decodes) "
+        "and your handler's CPU (a sync one: the mean of its timed calls that "
+        "returned, `worker_handle_seconds`; an async one: its own steps, "
+        "`worker_handle_cpu_seconds`), both CPU time of the worker's thread (a "
+        "handler's waits, for I/O or a sleep, are not in it); the rest (CPU us/msg "
+        "less both: librdkafka, the loop, metrics) is left blank when they pass "
+        "it. Waited: an async handler's wall time less its CPU, the time it spent "
+        "awaiting (no CPU).",
         "",
         "| codec | CPU us/msg | decode us | your logic CPU us | rest us "
         "| your logic waited us | your logic |",

@@ -2,15 +2,30 @@
 
 report.md carries all of it; the terminal gets the warnings and the comparison.
 Each is Markdown (it reads as plain text too).
+
+A codec that fell behind (`behind`): a worker that cannot keep up with the rate
+handles messages as fast as it can while a backlog grows. Its CPU per message is
+still what each message cost it (the kernel's accounting over the messages it
+handled), so the cores it needs at the rate (that cost times the rate) hold, and
+so do its RSS (with its prefetch queue full: librdkafka holds up to
+`queued.max.messages.kbytes` of fetched messages, 64 MiB by default, which a
+worker that keeps up does not fill) and what it rejected. Its latency does not:
+it is the time a message waited in the backlog, which grows with the length of
+the run, not a cost of decoding. So the answer compares the first and leaves out
+the second, saying why (`saturated`), and says what the codec would need to
+carry the rate (`carry`). A case that failed, lost messages or dead-lettered
+everything is another matter: none of its figures compare
+(`abrunner.report.answer`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Final
 
 from abrunner.plan import INPROCESS_REPEATS as REPEATS, POOL_SIZE, Plan
-from abrunner.results import Report, Summary
+from abrunner.results import Report, Row, Summary
 
 DECODE_TOLERANCE: Final = 0.25
 """Kafka-path and in-process decode medians further apart than 25 % get a note:
@@ -24,16 +39,16 @@ _LEGEND: Final = {
     "GC per 1k msgs": "cyclic garbage collections, all generations "
     "(`worker_gc_collections_total`), per 1,000 messages handled",
     "decode % of CPU": "the decode's share of the worker's CPU per message: the "
-    "mean of its sampled single decodes (`decode_us` in report.json, wall time) "
-    "over CPU us/msg, repeat by repeat; the rest is the consumer around the decode "
-    "(librdkafka, batches, offsets, the logic, metrics). A preempted decode counts "
-    "its wait, so on a shared machine it errs high; never shown above 100 % (the "
-    "decode is part of that CPU): a share measured above it reads 100 % with the "
-    "measured figure beside it; report.json: `decode_share`, a fraction, as "
-    "measured",
-    "decode us": "median of the worker's sampled single decodes: every 32nd "
-    "message timed with `perf_counter_ns` (wall time, less the clock's own cost, "
-    "`worker_timer_overhead_seconds`), from the "
+    "mean of its sampled single decodes (`decode_us` in report.json, CPU time of "
+    "the worker's thread) over CPU us/msg, repeat by repeat; the rest is the "
+    "consumer around the decode (librdkafka, batches, offsets, the logic, "
+    "metrics). The decodes are a part of that CPU, so the share is at most 100 %; "
+    "a share measured above it (a worker that timed its decodes in wall time, as "
+    "workers did before, counting a preempted decode's wait) is not a share and "
+    "reads `-` with why; report.json: `decode_share`, a fraction, as measured",
+    "decode us": "median of the worker's sampled single decodes: every 128th "
+    "message timed with `thread_time_ns` (the CPU time of the worker's thread, "
+    "less the clock's own cost, `worker_timer_overhead_seconds`), from the "
     "`worker_decode_seconds` histogram; report.json keeps their mean too "
     "(`decode_us`)",
     "decode us in-process": "the same decoder in a tight loop in the runner's "
@@ -54,12 +69,11 @@ _LEGEND: Final = {
 """What the columns that need it mean, by header."""
 
 _WHY: Final = (
-    "The two are not the same measurement: the Kafka path's samples are wall time, "
-    "so they include preemption by the broker and the load generator on this "
-    "shared machine, where the in-process figure is CPU time; and a tight "
-    "in-process loop keeps the decoder's code and data in the CPU caches, while "
-    "the worker's loop also runs librdkafka, the business logic and the metrics "
-    "between two decodes, which evict them."
+    "Both are CPU time, but not the same measurement: a tight in-process loop "
+    "keeps the decoder's code and data in the CPU caches, while the worker's loop "
+    "also runs librdkafka, the business logic and the metrics between two "
+    "decodes, which evict them (and on this shared machine the broker and the load "
+    "generator run between them too)."
 )
 
 
@@ -126,24 +140,32 @@ def baseline_behind(report: Report) -> str | None:
     plan = report.plan
     if plan.max_mode:
         return None
-    found = []
+    failed, slow = [], []
     for profile, rows in report.summary.items():
         base = rows.get(plan.baseline)
         if base is None or len(rows) < 2:
             continue
         if base.errors or not base.runs:
-            found.append(f"`{profile}`: it failed, so no ratio is printed against it")
+            failed.append(f"`{profile}`")
         elif not base.kept_up or base.not_drained:
-            found.append(f"`{profile}`: it fell behind")
-    if not found:
-        return None
-    return (
-        f"**Caveat: the baseline `{plan.baseline}` did not keep up** "
-        f"({'; '.join(found)}). Its figures were taken while a backlog grew (its "
-        "CPU at its limit, its latency the time messages queued), so every ratio to "
-        "it compares a saturated worker with the others: read them as bounds, or "
-        "choose a baseline that keeps up (`--baseline`) or a lower `--rate`."
-    )
+            slow.append(f"`{profile}`")
+    said = []
+    if failed:
+        said.append(
+            f"**Caveat: the baseline `{plan.baseline}` failed** on "
+            f"{', '.join(failed)}, so no ratio is printed against it there."
+        )
+    if slow:
+        said.append(
+            f"**Caveat: the baseline `{plan.baseline}` did not keep up** on "
+            f"{', '.join(slow)}. Its figures were taken while a backlog grew: its "
+            "CPU per message, cores at the rate, RSS (its prefetch queue full) and "
+            "rejections still hold and are compared; its latency is the time "
+            "messages waited in the backlog, so no latency ratio is taken against "
+            "it. For a latency comparison choose a baseline that keeps up "
+            "(`--baseline`) or a lower `--rate`."
+        )
+    return "\n\n".join(said) or None
 
 
 def invalid_latencies(report: Report) -> str | None:
@@ -205,3 +227,67 @@ def left_out(plan: Plan) -> str | None:
         where = plan.out_dir / "report.md"
         said.append(f"Left out: `{codec}` ({head}; each is listed in {where}).")
     return "\n\n".join(said) or None
+
+
+LATENCY: Final = frozenset({"e2e_p50_ms", "e2e_p99_ms", "e2e_p999_ms"})
+"""The figures a backlog falsifies."""
+WHY: Final = (
+    "its latency is the time messages waited in its backlog, which grows with "
+    "the run, not a cost of its decoding"
+)
+
+
+def behind(row: Row | None, max_mode: bool) -> bool:
+    """The row's worker fell behind the rate (or was not drained), and its
+    figures are otherwise measured: no failure, no loss, something decoded.
+
+    A `--max` run drains a backlog on purpose: never behind.
+    """
+    if row is None or max_mode or not row.runs or row.errors or row.lost:
+        return False
+    if row.rejected_all is not None:
+        return False
+    return not row.kept_up or bool(row.not_drained)
+
+
+def carry(report: Report, row: Row) -> str:
+    """What a worker that fell behind did and would need, as a clause:
+    `did not keep up with 40,000 msg/s here: it handled 26,243 msg/s with 97 %
+    of a core (lag 312,622 when the load stopped); at 38.1 us of CPU a message
+    the rate needs 1.52 cores, ...`."""
+    rate = report.plan.rate
+    text = f"did not keep up with {rate:,.0f} msg/s here"
+    done, cpu = row.median("throughput"), row.median("cpu_pct")
+    lag = row.median("lag_end")
+    if done is not None and cpu is not None:
+        text += f": it handled {done:,.0f} msg/s with {cpu:.0f} % of a core"
+        if row.not_drained:
+            text += f" ({row.not_drained:,} still queued after the drain)"
+        elif lag:
+            text += f" (lag {lag:,.0f} when the load stopped)"
+    us = row.median("cpu_us_per_msg")
+    if us is None:
+        return text
+    cores = us * rate / 1e6
+    text += f"; at {us:.1f} us of CPU a message the rate needs {cores:.2f} "
+    if cores > 1:
+        processes = math.ceil(cores)
+        return text + (
+            f"cores, more than the one core a worker process decodes on: "
+            f"{processes} worker processes or more, the partitions spread over them"
+        )
+    got = "" if cpu is None else f", and it got {cpu:.0f} % of one here"
+    return text + f"of a core{got} (the machine's other work took the rest)"
+
+
+def saturated(report: Report, shown: Iterable[str]) -> str | None:
+    """The line under the short table naming the codecs whose latency is left
+    out, and why; None when every codec kept up."""
+    names = [f"`{c}`" for c in shown]
+    if not names:
+        return None
+    return (
+        f"Latency is left out for {', '.join(names)}: a worker that falls behind "
+        f"still measures its CPU per message, cores at the rate, RSS (its prefetch "
+        f"queue full) and rejections, but {WHY}. The full figures keep it."
+    )

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from abrunner.report import stats
-from abrunner.results import CaseResult, Ratio
+from abrunner.results import CaseResult, Ratio, Report
 from abrunner.windowed import Capacity, Paired, Window
 from service.telemetry.histogram import quantile
 
@@ -185,3 +185,44 @@ def capacity_sentence(found: Capacity) -> str:
         f"{found.cores} cores{load} ({each}; load generator and broker "
         f"{found.others:.2f}; from {found.basis}): {verdict}"
     )
+
+
+def precision_lines(report: Report) -> list[str]:
+    """With `--precision`: per profile, the precision the CPU ratios reached and why
+    the run stopped adding repeats (or why it was not applied)."""
+    plan = report.plan
+    if plan.precision is None:
+        return []
+    asked = f"±{100 * plan.precision:g} %"
+    if report.paired is None:
+        return [
+            f"`--precision {100 * plan.precision:g}%` was not applied: the run was "
+            "sequential (the machine could not carry every worker at once), and "
+            "its ratios are taken repeat by repeat."
+        ]
+    stops = {s.profile: s for s in report.paired.stops}
+    lines = []
+    for profile in report.summary:
+        stop = stops.get(profile)
+        head = f"Precision (`{profile}`)" if len(report.summary) > 1 else "Precision"
+        if stop is None:
+            lines.append(f"{head}: not decided, the run was interrupted.")
+            continue
+        spent = f"{stop.repeats} repeats, {stop.windows} windows, {stop.seconds:.0f} s"
+        if stop.reached is None:
+            reached = f"no interval yet for `{stop.widest}`'s CPU us/msg ratio"
+        else:
+            reached = (
+                "every CPU us/msg ratio's 95 % interval within "
+                f"±{100 * stop.reached:.1f} % "
+                f"of it (widest: `{stop.widest}`)"
+            )
+        why = {
+            "reached": "stopped: the precision asked was reached",
+            "time cap": f"stopped at the time cap ({stop.cap_s:.0f} s, "
+            "`--precision-cap`): another repeat would have passed it",
+            "repeat limit": "stopped at the limit of repeats",
+            "failed": "stopped: two repeats in a row failed (see the failed cases)",
+        }.get(stop.why, f"stopped: {stop.why}")
+        lines.append(f"{head}: {reached}, asked {asked}, after {spent}; {why}.")
+    return lines

@@ -175,6 +175,10 @@ def table(
         ]
         for key, column in columns.items():
             compared = base is not None and column.ratio and codec != baseline
+            if key in notes.LATENCY and any(
+                notes.behind(r, max_mode) for r in (row, base)
+            ):
+                compared = False  # a backlog's wait is no ratio
             ref = base.median(key) if base and compared else None
             if key == decode_share.SHARE:  # at most 100 %, or the cell says why
                 cells.append(decode_share.cell(row.figures.get(key), spread))

@@ -30,9 +30,10 @@ _LEGEND: Final = {
     "CPU us/msg": "summed CPU seconds over summed messages handled, median of the "
     "blocks; in parentheses the paired B/A of the ratios section",
     "decode % of CPU": "the mean sampled decode time (`worker_decode_seconds` sum "
-    "over count, wall time) over CPU us/msg: the decode's share of the CPU per "
-    "message; never shown above 100 %",
-    "decode us": "the median of the sampled single decodes (every 32nd message, "
+    "over count, the worker thread's CPU time) over CPU us/msg: the decode's "
+    "share of the CPU per message; a share above 100 % (workers that timed "
+    "decodes in wall time) is not a share and reads `-`",
+    "decode us": "the median of the sampled single decodes (every 128th message, "
     "`worker_decode_seconds` histogram), not the mean the share column uses",
     "p50 ms": "end-to-end latency quantiles (`x-sent-ns` to handled) from the "
     "merged `worker_e2e_latency_seconds` histograms of the block; p99's "

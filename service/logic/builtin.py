@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from functools import partial
-from time import perf_counter_ns
+from time import thread_time_ns
 from typing import Any, Final, Protocol
 
 from schemas.errors import LogicError
@@ -194,13 +194,14 @@ class _Flaky:
 def _with_work(
     step: Callable[[Any], object] | None, work_ns: int
 ) -> Callable[[Any], object]:
-    """`step` followed by `work_ns` of busy CPU (heavier logic's stand-in); returns
-    what `step` returns."""
+    """`step` followed by `work_ns` of busy CPU (heavier logic's stand-in), in the
+    thread's CPU time, so a preempted call burns as much as any; returns what
+    `step` returns."""
 
     def work(obj: Any) -> object:
         result = None if step is None else step(obj)
-        deadline = perf_counter_ns() + work_ns
-        while perf_counter_ns() < deadline:
+        deadline = thread_time_ns() + work_ns  # CPU, however often preempted
+        while thread_time_ns() < deadline:
             pass
         return result
 
@@ -214,8 +215,8 @@ def _with_work_async(
 
     async def work(obj: Any) -> object:
         result = await step(obj)
-        deadline = perf_counter_ns() + work_ns
-        while perf_counter_ns() < deadline:
+        deadline = thread_time_ns() + work_ns  # CPU, however often preempted
+        while thread_time_ns() < deadline:
             pass
         return result
 

@@ -20,29 +20,21 @@ header) is decoded again there, by the header (`_failed` returns the object and 
 loop goes on with it): the header is read on the failure path only, so a message
 without it costs not one instruction more.
 
-`MessagePath.timed` handles one message the same way and times its decode and its
-logic alone (`perf_counter_ns`, wall time; the batch loop takes the clock's own cost,
-`clock_overhead_ns`, off each sample). The batch loop hands it every k-th message
-and the runs in between to `run`, so the histograms hold single decodes and the
-other messages pay nothing for the timing.
+`MessagePath.timed` handles one message the same way and times its decode and logic
+alone in the worker thread's CPU time, leaving out a call whose thread was descheduled
+(`service.loop.sample_clock`). The batch loop hands it every k-th message and the runs
+between to `run`: the histograms hold single decodes, the rest pay nothing for them.
 
-Performance note: counted with callgrind (`make bench-instructions`, deterministic),
-the worker adds ~1,300 machine instructions a message to a bare `decode(m.value())`
-loop, the same for every codec: ~570 for the checks any safe loop makes
-(`m.error()`, the size limit), ~300 for the rest of `run`, ~170 for timing every
-32nd decode, ~270 for the per-batch metrics and offset store. The loop this replaced
-(a countdown and configuration tests per message) added ~1,830. Against a protobuf
-decode of a medium order event (12,700 instructions, the cheapest codec) that is
-10 %; in a real drain such a message costs ~3 us of CPU in all (`consume()` and
-librdkafka's fetch thread included), of which the worker's main thread spends 0.1-0.3
-us more than a bare loop's (`make bench`, per-thread figures in `--json`).
+Performance note: `make bench-instructions` counts with callgrind (deterministic)
+what the worker adds per message to a bare `decode(m.value())` loop, part by part
+(the checks any safe loop makes, the rest of `run`, the timing, the per-batch
+metrics and offset store); docs/benchmarks.md has the figures per codec.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from time import perf_counter_ns
 from typing import Any, Final
 
 from codec import AutoCodec, Codec
@@ -54,7 +46,7 @@ from service.kafka.headers import CONTENT_TYPE, last_header
 from service.kafka.protocols import KafkaMessage
 from service.loop.message_budget import OverBudget
 from service.loop.registry_wait import wait_if_registry
-from service.loop.timer_overhead import clock_overhead_ns as clock_overhead_ns
+from service.loop.sample_clock import DESCHEDULED_NS, cpu_clock, wall_clock
 
 Step = Callable[[Any], object]
 """The business logic for one decoded message; raises to reject it."""
@@ -255,10 +247,12 @@ class MessagePath:
 
     def _timed(self, decode: Callable[[bytes], object]) -> Timed:
         """The timed path: only the library's decode call and the logic are inside
-        the clock readings (the `auto` codec's choice by header is made before)."""
+        the clock readings (the `auto` codec's choice by header is made before),
+        the CPU clock's inside the wall clock's (`DESCHEDULED_NS`)."""
         limit, failed, rejected = self._limit, self._failed, self._rejected
         pick, step, emit = self._pick, self._step, self._emit
-        unencodable, clock = self._unencodable, perf_counter_ns
+        unencodable, cpu, wall = self._unencodable, cpu_clock, wall_clock
+        away = DESCHEDULED_NS
 
         def timed(
             m: KafkaMessage, tally: Tally, decode_ns: list[int], handle_ns: list[int]
@@ -268,22 +262,29 @@ class MessagePath:
                 if m.error() is not None or (size := len(value)) > limit:  # type: ignore[arg-type]
                     raise _Unusable
                 decoder = decode if pick is None else pick(m)
-                t0 = clock()
+                w0, c0 = wall(), cpu()
                 obj = decoder(value)  # type: ignore[arg-type]
-                t1 = clock()
+                c1, w1 = cpu(), wall()
             except MemoryError:
                 raise
             except (Exception, OverBudget) as exc:
                 if (obj := failed(m, exc, tally)) is _UNDECODED:
                     return 0
-                t1 = clock()  # decoded by its header: that decode is not timed
+                c1, w1 = (
+                    cpu(),
+                    wall(),
+                )  # decoded by its header: that decode is not timed
+                kept = True
             else:
-                decode_ns.append(t1 - t0)
+                if kept := w1 - w0 - (c1 - c0) < away:
+                    decode_ns.append(c1 - c0)
             out = None
             if step is not None:
                 try:
                     out = step(obj)
-                    handle_ns.append(clock() - t1)
+                    c2, w2 = cpu(), wall()
+                    if kept and w2 - w1 - (c2 - c1) < away:
+                        handle_ns.append(c2 - c1)
                 except MemoryError:
                     raise
                 except (Exception, OverBudget) as exc:

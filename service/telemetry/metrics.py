@@ -88,17 +88,18 @@ class Metrics:
         ).labels(codec)
         self.decode_seconds = BatchHistogram(
             "worker_decode_seconds",
-            "Wall time of single decodes (every 32nd message is timed), less the "
-            "clock's own cost (worker_timer_overhead_seconds).",
+            "CPU time of the worker's thread in single decodes (every 128th message "
+            "is timed), less the clock's own cost (worker_timer_overhead_seconds).",
             PER_MESSAGE_BUCKETS,
             ["codec"],
             registry,
         ).labels(codec)
         self.handle_seconds = BatchHistogram(
             "worker_handle_seconds",
-            "Wall time of the business logic of single messages (those decode-timed; "
-            "an async handler: every message, its awaits included), "
-            "less the clock's own cost.",
+            "CPU time of the worker's thread in the business logic of single "
+            "messages (those decode-timed; its waits not counted), less the clock's "
+            "own cost; an async handler: every message's wall time, its awaits "
+            "included (its CPU: worker_handle_cpu_seconds).",
             PER_MESSAGE_BUCKETS,
             ["codec"],
             registry,
@@ -106,7 +107,7 @@ class Metrics:
         self.handle_cpu_seconds = BatchHistogram(
             "worker_handle_cpu_seconds",
             "An async handler's CPU time per message: its own steps only, not the "
-            "time it waited for its awaits (every 32nd message is timed).",
+            "time it waited for its awaits (every 128th message is timed).",
             PER_MESSAGE_BUCKETS,
             ["codec"],
             registry,
@@ -131,7 +132,7 @@ class Metrics:
         sampled messages whose latency was not observed."""
         self.timer_overhead = Gauge(
             "worker_timer_overhead_seconds",
-            "What two perf_counter_ns readings add to an interval, measured at "
+            "What two thread CPU clock readings add to an interval, measured at "
             "start-up; subtracted from each decode and handle sample.",
             registry=registry,
         )

@@ -18,7 +18,7 @@ runs each once between two `os.getpgrp()` calls, where callgrind cuts its profil
 - `bare`: `decode(m.value())` per message (the codec's library decoder);
 - `checked`: the same with the checks any safe loop makes (`m.error()`, a size limit);
 - `run`: the worker's per-message loop (`MessagePath.run`, noop logic);
-- `handle_each`: `BatchLoop._handle_each`, which also times the decode of every 32nd
+- `handle_each`: `BatchLoop._handle_each`, which also times the decode of every 128th
   message;
 - `process`: `BatchLoop.process`, the whole batch: also the metrics (e2e latency from
   every 64th message) and the offset store (on a stub consumer).

@@ -14,7 +14,7 @@ cold, as it is in a worker. The contenders, interleaved:
   (`--latency-sample-every`, the worker's 64 by default), its `x-sent-ns` header's
   age appended to an `array('q')`, as `make bench-fixed-rate`'s bare loop does;
 - `process`: the worker's `BatchLoop.process` per batch (noop logic, metrics on,
-  decode and logic timed for every 32nd message, e2e latency for every k-th),
+  decode and logic timed for every 128th message, e2e latency for every k-th),
   storing offsets on the real consumer;
 - `per-message`: only its per-message part (`_handle_each`);
 - `per-batch`: only the per-batch metrics (`_observe`) and offset store (`_store`).

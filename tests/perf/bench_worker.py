@@ -19,7 +19,7 @@ The two contenders, each in its own process with a fresh consumer group:
 - `worker`: `python -m service --codec C --schema medium --logic noop`, everything
   else at its defaults (`--batch-size` here passes one to both): offsets stored
   after each batch, the dead-letter producer armed, metrics updated per batch, the
-  control-plane thread serving /metrics, decode timed for every 32nd message and
+  control-plane thread serving /metrics, decode timed for every 128th message and
   e2e latency for every 64th.
 
 Drain mode (default). For each of `--codecs`, a fresh topic is filled by the product's

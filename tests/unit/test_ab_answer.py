@@ -74,7 +74,6 @@ def test_a_single_run_says_the_ratios_have_no_interval() -> None:
     [
         ({"lost": 12}, "LOST 12 messages"),
         ({"dead_lettered": 40, "processed": 40}, "dead-lettered every"),
-        ({"kept_up": False, "lag_end": 9e4}, "did not keep up"),
     ],
 )
 def test_a_row_not_to_compare_says_why_instead_of_ratios(
@@ -118,20 +117,22 @@ def test_the_short_table_lists_cheapest_first_with_the_deciding_columns() -> Non
     assert [row[0] for row in body] == ["protobuf", f"{BASE} (baseline)"]
 
 
-def test_the_cpu_split_is_the_decode_share_of_cpu_capped_at_all_of_it() -> None:
+def test_the_cpu_split_is_the_decode_share_of_cpu_and_none_above_all_of_it() -> None:
     r = _decided([result(BASE, 20.0), result("protobuf", 10.0, decode_us=4.0)])
     row = r.summary["medium"]["protobuf"]
     assert split(row) == pytest.approx((4.0, 6.0))
     over = _decided([result(BASE, 20.0), result("protobuf", 10.0, decode_us=14.0)])
-    assert split(over.summary["medium"]["protobuf"]) == pytest.approx((10.0, 0.0))
+    assert split(over.summary["medium"]["protobuf"]) is None
     assert f"]({SPLIT_CHART})" in abreport.markdown(r)
 
 
 def test_the_short_table_never_shows_a_decode_share_above_all_of_the_cpu() -> None:
+    """A paired run's headline read "100% (655% measured: ...)": a known-wrong
+    figure in the first table a team reads. No number, and why."""
     r = _decided([result(BASE, 20.0), result("protobuf", 10.0, decode_us=48.6)])
     [(_, headers, body)] = answer.short_tables(r)
     cell = dict(zip(headers, body[0], strict=True))["decode % of CPU"]
-    assert cell.startswith("100% (486% measured")
+    assert cell == "- (decode samples over 100 % of the CPU: not a share)"
 
 
 def test_a_ratio_without_an_interval_says_why_in_the_sentence() -> None:

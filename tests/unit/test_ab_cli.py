@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from abrunner import cli
+from abrunner import cli, interrupts
 from abrunner.config import AbSettings
 from abrunner.lab import inprocess_bench, runner
 from abrunner.plan import Case, Plan, Profile
@@ -144,7 +144,7 @@ class TestSignals:
 
     def test_sigterm_interrupts(self) -> None:
         before = signal.getsignal(signal.SIGTERM)
-        with cli._interrupts() as stop:
+        with interrupts.interrupts() as stop:
             # Checked first: SIGTERM's default action would end the test run.
             assert signal.getsignal(signal.SIGTERM) is stop
             assert signal.getsignal(signal.SIGINT) is stop
@@ -157,7 +157,7 @@ class TestSignals:
             raise SystemExit(code)  # as `os._exit` would, minus ending pytest
 
         monkeypatch.setattr(os, "_exit", exit_now)
-        stop = cli._Stop()
+        stop = interrupts.Stop()
         with pytest.raises(KeyboardInterrupt):
             stop(signal.SIGTERM, None)
         with pytest.raises(SystemExit) as exited:

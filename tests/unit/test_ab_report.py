@@ -203,7 +203,7 @@ class TestNewFigures:
         note = md.split("## Decode: Kafka path vs in-process", 1)[1]
         assert "`msgspec-msgpack` on `medium` (2.00x)" in note
         assert "`protobuf`" not in note.split("\n\n")[1]  # 1.10x: within 25 %
-        assert "preemption" in note and "cache" in note
+        assert "Both are CPU time" in note and "cache" in note
         close = [result("protobuf", 9.0, decode_p50_us=4.4)]
         assert "## Decode" not in abreport.markdown(report(close, in_process=BENCH))
 

@@ -16,7 +16,7 @@ from service.delivery.dead_letters import PoisonHandler
 from service.delivery.gated_writes import ConfirmedProducer
 from service.kafka.headers import SENT_NS, SEQ
 from service.logic.builtin import Handler
-from service.loop import heap_trim
+from service.loop import heap_trim, hotpath
 from service.loop.batch_loop import TIMER_WAIT_MAX_S, BatchLoop
 from service.telemetry.metrics import Metrics
 from tests.fakes import FakeConsumer, FakeMessage, FakeProducer
@@ -36,9 +36,12 @@ PAYLOADS = make_payloads("medium", 50, seed=11)
 def decode_every(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> int:
-    """Each test once per way through the loop (see `Rig`)."""
+    """Each test once per way through the loop (see `Rig`), with a timed path whose
+    wall clock stands still: a timed call is then never left out as descheduled
+    (`service.loop.sample_clock`), whatever the machine's load."""
     every: int = request.param
     monkeypatch.setattr(Rig, "decode_every", every)
+    monkeypatch.setattr(hotpath, "wall_clock", lambda: 0)
     return every
 
 

@@ -198,12 +198,11 @@ class TestWork:
 
     def test_work_us_burns_cpu(self) -> None:
         batch = [object()] * 4
-        # 4 messages x 50 ms = 200 ms of busy loop. The loop runs to a wall-clock
-        # deadline, so a thread preempted on a busy 2-core machine burns less: ask
-        # for a quarter (50 ms) against the microseconds a bare noop batch costs.
+        # 4 messages x 50 ms = 200 ms of busy loop, to a deadline in the thread's
+        # CPU time: however often a busy 2-core machine preempts it, all of it.
         burned = handler_cpu_seconds(Handler("large", "noop", work_us=50_000), batch)
         bare = handler_cpu_seconds(Handler("large", "noop"), batch)
-        assert burned - bare >= 0.05, (burned, bare)
+        assert burned - bare >= 0.2, (burned, bare)
         assert bare < 0.01
 
 

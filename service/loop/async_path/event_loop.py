@@ -27,7 +27,7 @@ and runs the signal handlers meanwhile, which only ask the loop to stop.
 time inside those steps only: the handler's own CPU, without the time it spent
 waiting for its awaits (the wall time less this is what it waited). Two
 `thread_time_ns` readings a step, ~1 us on this machine, so the async loop times one
-message in 32, as the sync loop times its decodes.
+message in 128, as the sync loop times its decodes.
 """
 
 from __future__ import annotations

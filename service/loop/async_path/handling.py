@@ -29,10 +29,12 @@ from service.loop.async_path.inflight import Entry
 from service.loop.hotpath import _UNDECODED, MessagePath, Tally, _Unusable
 from service.loop.message_budget import OverBudget
 from service.loop.registry_wait import RegistryWait, wait_if_registry
+from service.loop.sample_clock import DESCHEDULED_NS, cpu_clock, wall_clock
 from service.telemetry.metrics import Metrics
 
-SAMPLE_EVERY: Final = 32
-"""Time the decode and the handler's CPU of every 32nd message (`CpuTimed`)."""
+SAMPLE_EVERY: Final = 128
+"""Time the decode and the handler's CPU of every 128th message (`CpuTimed`), as
+the sync loop does (`service.loop.batch_loop.DECODE_SAMPLE_EVERY`)."""
 SWEEP_S: Final = 0.1
 """How often the loop checks the message budget (its resolution)."""
 
@@ -83,7 +85,8 @@ class Handling:
         self._over: set[Entry] = set()
         self._counter = 0
         self.decode_ns: list[int] = []
-        """Sampled decodes' wall time since the last release."""
+        """Sampled decodes' CPU time since the last release (descheduled ones left
+        out)."""
         self.handle_ns: list[int] = []
         """Every handled message's handler wall time (awaits included)."""
         self.cpu_ns: list[int] = []
@@ -167,9 +170,11 @@ class Handling:
             decode = self._decode if path._pick is None else path._pick(m)
             if not sampled:
                 return decode(value)  # type: ignore[arg-type]
-            t0 = perf_counter_ns()
+            w0, c0 = wall_clock(), cpu_clock()
             obj = decode(value)  # type: ignore[arg-type]
-            self.decode_ns.append(perf_counter_ns() - t0)
+            c1, w1 = cpu_clock(), wall_clock()
+            if (w1 - w0) - (c1 - c0) < DESCHEDULED_NS:  # kept: stayed on the CPU
+                self.decode_ns.append(c1 - c0)
             return obj
         except MemoryError:
             raise

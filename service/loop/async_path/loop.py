@@ -54,8 +54,8 @@ finished and cancels the rest, unstored.
 
 **Timed as the team's time.** `worker_handle_seconds` is each message's handler
 wall time, awaits included (every message); `worker_handle_cpu_seconds` the CPU
-of the handler's own steps (one message in 32, `CpuTimed`); decodes are timed one
-in 32 as in the sync loop.
+of the handler's own steps (one message in 128, `CpuTimed`); decodes are timed one
+in 128 as in the sync loop.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ from service.loop.async_path.handling import SWEEP_S, Handling
 from service.loop.async_path.inflight import ReleasedPositions
 from service.loop.async_path.lanes import InFlight
 from service.loop.async_path.release import Release
-from service.loop.timer_overhead import clock_overhead_ns
+from service.loop.sample_clock import clock_overhead_ns
 from service.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)

@@ -36,6 +36,7 @@ from service.kafka.headers import sent_ages
 from service.kafka.protocols import KafkaMessage, WorkerConsumer
 from service.loop.async_path.handling import Handling
 from service.loop.async_path.inflight import Entry, PartitionTrack, ReleasedPositions
+from service.loop.sample_clock import less_clock
 from service.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -56,7 +57,7 @@ class Release:
         transactions: exactly-once's, None for at-least-once.
         positions: what exactly-once's transactions read the offsets from.
         latency_sample_every: time the end-to-end latency of every k-th message.
-        clock_ns: the clock's own cost, taken off each timed sample.
+        clock_ns: the CPU clock's own cost, taken off each CPU-timed sample.
         shadow: called with the released messages once stored (the shadow
             decode, `service.shadow.sampler`); None for none.
     """
@@ -188,13 +189,13 @@ class Release:
         if len(bad) - logic:
             m.decode_errors.inc(len(bad) - logic)
         h, clock = self._handling, self._clock_ns
-        for samples, hist in (
-            (h.decode_ns, m.decode_seconds),
-            (h.handle_ns, m.handle_seconds),
-            (h.cpu_ns, m.handle_cpu_seconds),
+        for samples, hist, less in (
+            (h.decode_ns, m.decode_seconds, clock),  # the CPU clock's own cost
+            (h.handle_ns, m.handle_seconds, 0),  # wall time, awaits included
+            (h.cpu_ns, m.handle_cpu_seconds, clock),
         ):
             if samples:
-                hist.observe_many([max(0, t - clock) * 1e-9 for t in samples])
+                hist.observe_many(less_clock(samples, less))
                 samples.clear()
         m.bytes.value += sum(len(e.message.value() or b"") for e in entries)
         m.batch_messages.observe_n(n, 1)
