@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from abrunner.lab import processes
 
@@ -62,7 +62,8 @@ def consume_all(
     *,
     committed: bool = False,
 ) -> list[Any]:
-    """Read `count` messages of `topic` from the beginning (fresh group); with
+    """Read `count` messages of `topic` from the beginning (fresh group), then on to
+    the end of every partition, so a duplicate beyond `count` is read too; with
     `committed`, as an exactly-once reader does (`isolation.level=read_committed`)."""
     consumer = Consumer(
         {
@@ -78,14 +79,39 @@ def consume_all(
     deadline = time.monotonic() + timeout
     try:
         while len(out) < count and time.monotonic() < deadline:
-            out += [m for m in consumer.consume(500, 0.5) if m.error() is None]
-        # Anything beyond `count` would be a duplicate: give it a moment to show.
-        extra_deadline = time.monotonic() + 1.0
-        while time.monotonic() < extra_deadline:
-            out += [m for m in consumer.consume(500, 0.2) if m.error() is None]
+            out += [m for m in consumer.consume(500, _READ_WAIT_S) if m.error() is None]
+        # Anything beyond `count` would be a duplicate: read up to the partitions'
+        # ends (for a committed reader, the last stable offsets).
+        ends = _ends(consumer, topic)
+        while time.monotonic() < deadline and not _reached(consumer, topic, ends):
+            out += [m for m in consumer.consume(500, _READ_WAIT_S) if m.error() is None]
     finally:
         consumer.close()
     return out
+
+
+_READ_WAIT_S = 0.1
+"""librdkafka's `consume(n, timeout)` waits its whole timeout unless it has `n`
+messages: each read's last call waits this long, not more."""
+
+
+def _ends(consumer: Consumer, topic: str) -> dict[int, int]:
+    """The end offset of each partition of `topic` that holds anything."""
+    meta = consumer.list_topics(topic, timeout=10).topics[topic]
+    ends = {}
+    for partition in meta.partitions:
+        tp = TopicPartition(topic, partition)
+        _low, high = consumer.get_watermark_offsets(tp, timeout=10)
+        if high > 0:
+            ends[partition] = high
+    return ends
+
+
+def _reached(consumer: Consumer, topic: str, ends: dict[int, int]) -> bool:
+    """Whether `consumer` has read every partition of `ends` to its end (its
+    position passes transaction markers too)."""
+    tps = [TopicPartition(topic, p) for p in ends]
+    return all(tp.offset >= ends[tp.partition] for tp in consumer.position(tps))
 
 
 def free_port_run(count: int, host: str = "127.0.0.1") -> int:
