@@ -6,18 +6,22 @@ The worker process is `abrunner.lab.processes.WorkerProcess`, the A/B runner's o
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import random
 import socket
 import time
 import uuid
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, ParamSpec, TypeVar
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from abrunner.lab import processes
 
 Record = dict[str, Any]
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def _cluster(bootstrap: str | Mapping[str, Any]) -> dict[str, Any]:
@@ -137,6 +141,16 @@ def free_port_run(count: int, host: str = "127.0.0.1") -> int:
                 continue
             return base
     raise RuntimeError(f"no {count} consecutive free ports below {ephemeral}")
+
+
+def in_fresh_interpreter(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    """`fn(*args, **kwargs)` run in a new interpreter (spawned, not forked), its
+    result pickled back. For a benchmark that collects garbage before each sample
+    (codec-bench): each `gc.collect()` then walks its own heap, not the test
+    process's, which holds every module of the suite (two to three times as long)."""
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=spawn) as pool:
+        return pool.submit(fn, *args, **kwargs).result()
 
 
 class WorkerProcess(processes.WorkerProcess):
