@@ -55,6 +55,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="FILE",
         help="write every test's wall and CPU seconds and every start-up's to FILE",
     )
+    parser.addoption(
+        "--store-durations",
+        action="store_true",
+        help="rewrite tests/durations.json, the order make test's processes take "
+        "the units of work in (tests/scheduling.py), from this run",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:

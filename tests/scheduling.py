@@ -4,7 +4,9 @@
 (its module, class and session fixtures start once), but for the modules whose
 tests are units of their own (`ONE_TEST_A_UNIT`) and those taken together
 (`ONE_UNIT`). Units go out in collection order, which `order` sets: the exclusive
-tests first, then the light ones, then the rest, each group in its own order.
+tests first, then the light ones, then the rest; in each group the longest unit
+first (`durations.json`, what each unit took in a recent run: a long unit started
+last would run on alone while the other processes wait at the end).
 
 A test marked ``exclusive`` compares CPU figures that a test beside it could move
 (the staging verdicts and their lab agreement): it takes the CPU lock alone. Every
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
+from collections import Counter
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -43,10 +47,47 @@ ONE_UNIT: Final = {
     "tests/integration/test_registry_interop.py": "schema-registry",
     "tests/integration/test_registry_loadgen.py": "schema-registry",
     "tests/integration/test_registry_team.py": "schema-registry",
+    "tests/integration/test_security.py": "secured-brokers",
+    "tests/integration/test_security_listeners.py": "secured-brokers",
 }
-"""Modules taken together as one unit: their tests register schemas under subjects
-named after record types (RecordNameStrategy), which they would share with the
-others' on the run's one registry if they ran side by side."""
+"""Modules taken together as one unit: the schema-registry ones register schemas
+under subjects named after record types (RecordNameStrategy), which they would share
+with each other's on the run's one registry if they ran side by side; the secured
+brokers' (SASL_SSL, mutual TLS) start once, in the process that takes the unit."""
+
+DURATIONS: Final = Path(__file__).with_name("durations.json")
+"""Seconds each unit of more than `RECORDED_S` took in a recent `make test` run
+(`pytest ... --store-durations` rewrites it): only the order of the units uses it."""
+RECORDED_S: Final = 5.0
+UNKNOWN_S_PER_TEST: Final = 3.0
+"""A unit not in `DURATIONS` (new, or shorter than `RECORDED_S`) counts this much
+per test."""
+
+
+def unit_of(nodeid: str) -> str:
+    """The unit of work a test belongs to (the module docstring)."""
+    module = nodeid.split("::", 1)[0]
+    if module in ONE_UNIT:
+        return ONE_UNIT[module]
+    return nodeid if module in ONE_TEST_A_UNIT else module
+
+
+def store(walls: dict[str, float]) -> None:
+    """Writes `DURATIONS` from each test's wall seconds (node id -> seconds)."""
+    units: dict[str, float] = {}
+    for nodeid, seconds in walls.items():
+        units[unit_of(nodeid)] = units.get(unit_of(nodeid), 0.0) + seconds
+    kept = {u: round(s) for u, s in sorted(units.items()) if s >= RECORDED_S}
+    DURATIONS.write_text(json.dumps(kept, indent=1) + "\n")
+
+
+def recorded() -> dict[str, float]:
+    """`DURATIONS`, or nothing if it is missing or unreadable."""
+    try:
+        found: dict[str, float] = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        return {}
+    return found
 
 
 def is_exclusive(item: pytest.Item | None) -> bool:
@@ -62,8 +103,16 @@ def is_light(item: pytest.Item) -> bool:
 def order(items: list[pytest.Item]) -> None:
     """Exclusive tests first (started at once, they wait for no long test of another
     process), then the light ones (which the other processes run beside them), then
-    the rest; each group in collection order."""
-    items.sort(key=lambda item: 0 if is_exclusive(item) else 1 if is_light(item) else 2)
+    the rest; in each group the longest unit first, a unit's tests in their order."""
+    seconds = recorded()
+    counts = Counter(unit_of(item.nodeid) for item in items)
+
+    def key(item: pytest.Item) -> tuple[int, float, str]:
+        group = 0 if is_exclusive(item) else 1 if is_light(item) else 2
+        unit = unit_of(item.nodeid)
+        return group, -seconds.get(unit, UNKNOWN_S_PER_TEST * counts[unit]), unit
+
+    items.sort(key=key)
 
 
 class CpuLock:
@@ -135,9 +184,6 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
             config.option.loadscopereorder = False
 
         def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            if module in ONE_UNIT:
-                return ONE_UNIT[module]
-            return nodeid if module in ONE_TEST_A_UNIT else module
+            return unit_of(nodeid)
 
     return ModuleScheduling(config, log)

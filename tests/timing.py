@@ -24,6 +24,8 @@ from typing import Any, Final
 
 import pytest
 
+from tests import scheduling
+
 _PROPERTY: Final = "codec_ab_timing"
 _OUTPUT: Final = "codec_ab_timing"
 SLOWEST: Final = 10
@@ -34,11 +36,14 @@ SLOW_FIXTURE_S: Final = 1.0
 """A function-scoped fixture is recorded when its set-up takes this long."""
 
 
-def cpu_seconds() -> float:
-    """User and system CPU of this process and of the children it has waited for."""
+def cpu_seconds(*, children: bool = True) -> float:
+    """User and system CPU of this process, and of the children it has waited for."""
     own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    total = own.ru_utime + own.ru_stime
+    if children:
+        reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+        total += reaped.ru_utime + reaped.ru_stime
+    return total
 
 
 def machine_busy() -> tuple[float, float]:
@@ -97,7 +102,8 @@ class Timing:
         self._config = config
         self._extra_cpu = extra_cpu
         self._is_worker = hasattr(config, "workerinput")
-        self._begun = time.time(), time.monotonic(), cpu_seconds(), machine_busy()
+        self._begun = time.time(), time.monotonic(), machine_busy()
+        self._cpu = cpu_seconds(), cpu_seconds(children=False)
         self._started: dict[str, tuple[float, float, float]] = {}
         self._current = ""
         self.tests: list[TestTime] = []
@@ -148,7 +154,7 @@ class Timing:
         if self._is_worker:
             workeroutput: dict[str, Any] = session.config.workeroutput  # type: ignore[attr-defined]
             workeroutput[_OUTPUT] = {
-                "cpu_s": cpu_seconds() - self._begun[2],
+                "cpu_s": cpu_seconds() - self._cpu[0],
                 "start_ups": [asdict(s) for s in self.totals.start_ups],
             }
 
@@ -175,9 +181,14 @@ class Timing:
             return
         wall = time.monotonic() - self._begun[1]
         busy, total = machine_busy()
-        busy0, total0 = self._begun[3]
+        busy0, total0 = self._begun[2]
         cores = os.cpu_count() or 1
-        own = cpu_seconds() - self._begun[2] + self.totals.cpu_s + self._extra_cpu()
+        if self.totals.workers:  # the workers counted their children; the
+            # controller's own children are the workers (and the run's services)
+            mine = cpu_seconds(children=False) - self._cpu[1]
+        else:
+            mine = cpu_seconds() - self._cpu[0]
+        own = mine + self.totals.cpu_s + self._extra_cpu()
         write = terminalreporter.write_line
         terminalreporter.section("time")
         write(
@@ -202,6 +213,9 @@ class Timing:
                 write(
                     f"  {s.seconds:6.1f} {s.fixture} ({s.scope}) {s.worker} {s.nodeid}"
                 )
+        if self._config.getoption("store_durations", False):
+            scheduling.store({t.nodeid: t.wall_s for t in self.tests})
+            write(f"each unit's seconds: {scheduling.DURATIONS}")
         if path := self._config.getoption("timings_json", None):
             Path(path).write_text(
                 json.dumps(
