@@ -46,6 +46,7 @@ ONE_UNIT: Final = {
     "tests/integration/test_registry_header.py": "schema-registry",
     "tests/integration/test_registry_interop.py": "schema-registry",
     "tests/integration/test_registry_loadgen.py": "schema-registry",
+    "tests/integration/test_registry_secured.py": "schema-registry",
     "tests/integration/test_registry_team.py": "schema-registry",
     "tests/integration/test_security.py": "secured-brokers",
     "tests/integration/test_security_listeners.py": "secured-brokers",
