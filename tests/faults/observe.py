@@ -27,7 +27,7 @@ from tests.faults.model import CommitSample, Event, Written
 from tests.faults.producer import quiet
 
 _BATCH: Final = 1000
-_READ_WAIT_S: Final = 0.1
+READ_WAIT_S: Final = 0.1
 """librdkafka's `consume(n, timeout)` waits its whole timeout unless it has `n`
 messages: a read to a topic's end waits this long at its end, not more."""
 _TRACE_LINES: Final = 12
@@ -81,7 +81,7 @@ def read_to_end(
         while ends:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{topic}: not read to the end in {timeout:.0f} s")
-            for m in consumer.consume(_BATCH, _READ_WAIT_S):
+            for m in consumer.consume(_BATCH, READ_WAIT_S):
                 if m.error() is not None:
                     continue
                 out.append(_written(m, values))

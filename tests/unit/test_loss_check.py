@@ -7,48 +7,13 @@ fake consumer here keeps that rule on a clock of its own; nothing is timed.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import Any
-
 import pytest
 
 from abrunner.lab import loss_check
 from service.kafka import headers
-from tests.fakes import FakeMessage
+from tests.fakes import FakeMessage, WaitingConsumer
 
 RUN = "run-1"
-
-
-class WaitingConsumer:
-    """A topic's messages, served by `consume` as librdkafka does: a call that
-    returns fewer than it was asked for has waited its whole timeout (`waited`)."""
-
-    def __init__(self, messages: list[FakeMessage]) -> None:
-        self._left = list(messages)
-        self._ends = {m.partition(): (m.offset() or 0) + 1 for m in messages}
-        self.waited = 0.0
-
-    def __call__(self, _config: dict[str, Any]) -> WaitingConsumer:
-        return self
-
-    def list_topics(self, topic: str, timeout: float) -> Any:
-        meta = SimpleNamespace(partitions=dict.fromkeys(self._ends))
-        return SimpleNamespace(topics={topic: meta})
-
-    def get_watermark_offsets(self, tp: Any, timeout: float) -> tuple[int, int]:
-        return 0, self._ends.get(tp.partition, 0)
-
-    def assign(self, _partitions: list[Any]) -> None:
-        pass
-
-    def consume(self, num_messages: int, timeout: float) -> list[FakeMessage]:
-        batch, self._left = self._left[:num_messages], self._left[num_messages:]
-        if len(batch) < num_messages:
-            self.waited += timeout
-        return batch
-
-    def close(self) -> None:
-        pass
 
 
 def _messages(count: int, *, dlq: bool = False) -> list[FakeMessage]:
