@@ -23,6 +23,9 @@ COUNT = 6000
 PARTITIONS = 2
 POISON_EVERY = 37
 COMMIT_INTERVAL_MS = 1000
+SESSION_TIMEOUT_MS = 6000
+"""The broker's least (`group.min.session.timeout.ms`): a worker restarted after a
+kill -9 joins a group that waits this long for the killed member (45 s by default)."""
 
 
 def inputs() -> list[Record]:
@@ -104,6 +107,7 @@ class TestAtLeastOnce:
         # Auto-commit every second (librdkafka's default is 5 s): the same commits
         # of stored offsets, five times as often, so the waits below are short.
         args += ["-X", f"auto.commit.interval.ms={COMMIT_INTERVAL_MS}"]
+        args += ["--session-timeout-ms", str(SESSION_TIMEOUT_MS)]
         group = f"alo-{source}"
         for committed_before_kill in (1000, 3000):
             with WorkerProcess(kafka_bootstrap, source, *args, group=group) as worker:
