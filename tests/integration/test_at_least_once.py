@@ -13,7 +13,7 @@ import signal
 import time
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from codec import get_codec
 from service.kafka.headers import SEQ
@@ -80,11 +80,30 @@ def read_all(bootstrap: str, topic: str) -> list[Any]:
         consumer.close()
 
 
+_COORDINATOR_MOVING = (
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+)
+"""Answers of a broker whose group coordinator is not ready yet (a fresh broker
+loading its offsets topic): asked again."""
+
+
 def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    deadline = time.monotonic() + 30
     try:
-        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        return {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=10)}
+        while True:
+            try:
+                found = consumer.committed(tps, timeout=10)
+            except KafkaException as exc:
+                moving = exc.args[0].code() in _COORDINATOR_MOVING
+                if not moving or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+                continue
+            return {tp.partition: tp.offset for tp in found}
     finally:
         consumer.close()
 
