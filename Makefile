@@ -5,6 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed
+PACKAGES := schemas codec service loadgen abrunner localkafka codecbench schematool
 
 .DEFAULT_GOAL := help
 
@@ -15,8 +16,9 @@ $(STAMP): requirements/dev.txt requirements/bootstrap.txt pyproject.toml deploy/
 	bash scripts/install-system-deps.sh
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --require-hashes -r requirements/bootstrap.txt
-	$(UV) pip install -q --python $(PY) --require-hashes -r requirements/dev.txt
+	$(UV) pip install -q --python $(PY) --require-hashes --compile-bytecode -r requirements/dev.txt
 	$(UV) pip install -q --python $(PY) --no-deps --no-build-isolation -e .
+	$(PY) -m compileall -q -j 0 $(PACKAGES) tests
 	$(PY) -m localkafka resolve
 	$(PY) -m localkafka registry resolve
 	$(PY) -c "from codec import check_form; [check_form('flatbuffers', s) for s in ('small', 'medium', 'large')]"
@@ -40,7 +42,7 @@ lint: setup  ## ruff format --check and ruff check
 	$(VENV)/bin/ruff check .
 
 typecheck: setup  ## mypy --strict
-	$(VENV)/bin/mypy schemas codec service loadgen abrunner localkafka codecbench schematool tests scripts/docs_reference.py scripts/docs_reference_metrics.py
+	$(VENV)/bin/mypy $(PACKAGES) tests scripts/docs_reference.py scripts/docs_reference_metrics.py
 
 test-unit: setup  ## Unit tests (no network)
 	$(PY) -m pytest tests/unit
@@ -49,10 +51,14 @@ test-integration: setup  ## Integration tests against a real broker (started if 
 	$(PY) -m pytest tests/integration
 
 TEST_WORKERS ?= 3
+TEST_START := $(shell date +%s)
 
 test: setup  ## Everything CI runs: lint, types, unit, integration tests and the fault suite's fast set
-	$(MAKE) --no-print-directory lint typecheck
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --durations=20
+	@$(MAKE) --no-print-directory lint typecheck && \
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope $(TEST_ARGS); status=$$?; \
+	took=$$(( $$(date +%s) - $(TEST_START) )); \
+	echo "make test: $$((took / 60)) min $$((took % 60)) s from make's start (set-up, lint, types, pytest); exit status $$status"; \
+	exit $$status
 
 check: lint typecheck test-unit  ## Fast pre-commit checks
 

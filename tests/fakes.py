@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, TopicPartition
@@ -312,3 +313,44 @@ class LogConsumer(FakeConsumer):
         callback = self.rebalance["lost" if lost else "revoke"]
         callback(self, [TopicPartition(self.topic, p) for p in partitions])
         self.assigned.difference_update(partitions)
+
+
+class WaitingConsumer:
+    """A topic's messages, served by `consume` as librdkafka does: a call that
+    returns fewer than it was asked for has waited its whole timeout (`waited`)."""
+
+    def __init__(self, messages: list[FakeMessage]) -> None:
+        self._left = list(messages)
+        self._ends = {m.partition(): (m.offset() or 0) + 1 for m in messages}
+        self._read: dict[int, int] = {}
+        self.waited = 0.0
+
+    def __call__(self, _config: dict[str, Any]) -> WaitingConsumer:
+        return self
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        meta = SimpleNamespace(partitions=dict.fromkeys(self._ends))
+        return SimpleNamespace(topics={topic: meta})
+
+    def get_watermark_offsets(self, tp: Any, timeout: float) -> tuple[int, int]:
+        return 0, self._ends.get(tp.partition, 0)
+
+    def assign(self, _partitions: list[Any]) -> None:
+        pass
+
+    def consume(self, num_messages: int, timeout: float) -> list[FakeMessage]:
+        batch, self._left = self._left[:num_messages], self._left[num_messages:]
+        for m in batch:
+            self._read[m.partition() or 0] = (m.offset() or 0) + 1
+        if len(batch) < num_messages:
+            self.waited += timeout
+        return batch
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        return [
+            TopicPartition(tp.topic, tp.partition, self._read.get(tp.partition, 0))
+            for tp in partitions
+        ]
+
+    def close(self) -> None:
+        pass

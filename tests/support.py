@@ -6,18 +6,22 @@ The worker process is `abrunner.lab.processes.WorkerProcess`, the A/B runner's o
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import random
 import socket
 import time
 import uuid
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, ParamSpec, TypeVar
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from abrunner.lab import processes
 
 Record = dict[str, Any]
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def _cluster(bootstrap: str | Mapping[str, Any]) -> dict[str, Any]:
@@ -62,7 +66,8 @@ def consume_all(
     *,
     committed: bool = False,
 ) -> list[Any]:
-    """Read `count` messages of `topic` from the beginning (fresh group); with
+    """Read `count` messages of `topic` from the beginning (fresh group), then on to
+    the end of every partition, so a duplicate beyond `count` is read too; with
     `committed`, as an exactly-once reader does (`isolation.level=read_committed`)."""
     consumer = Consumer(
         {
@@ -78,14 +83,39 @@ def consume_all(
     deadline = time.monotonic() + timeout
     try:
         while len(out) < count and time.monotonic() < deadline:
-            out += [m for m in consumer.consume(500, 0.5) if m.error() is None]
-        # Anything beyond `count` would be a duplicate: give it a moment to show.
-        extra_deadline = time.monotonic() + 1.0
-        while time.monotonic() < extra_deadline:
-            out += [m for m in consumer.consume(500, 0.2) if m.error() is None]
+            out += [m for m in consumer.consume(500, _READ_WAIT_S) if m.error() is None]
+        # Anything beyond `count` would be a duplicate: read up to the partitions'
+        # ends (for a committed reader, the last stable offsets).
+        ends = _ends(consumer, topic)
+        while time.monotonic() < deadline and not _reached(consumer, topic, ends):
+            out += [m for m in consumer.consume(500, _READ_WAIT_S) if m.error() is None]
     finally:
         consumer.close()
     return out
+
+
+_READ_WAIT_S = 0.1
+"""librdkafka's `consume(n, timeout)` waits its whole timeout unless it has `n`
+messages: each read's last call waits this long, not more."""
+
+
+def _ends(consumer: Consumer, topic: str) -> dict[int, int]:
+    """The end offset of each partition of `topic` that holds anything."""
+    meta = consumer.list_topics(topic, timeout=10).topics[topic]
+    ends = {}
+    for partition in meta.partitions:
+        tp = TopicPartition(topic, partition)
+        _low, high = consumer.get_watermark_offsets(tp, timeout=10)
+        if high > 0:
+            ends[partition] = high
+    return ends
+
+
+def _reached(consumer: Consumer, topic: str, ends: dict[int, int]) -> bool:
+    """Whether `consumer` has read every partition of `ends` to its end (its
+    position passes transaction markers too)."""
+    tps = [TopicPartition(topic, p) for p in ends]
+    return all(tp.offset >= ends[tp.partition] for tp in consumer.position(tps))
 
 
 def free_port_run(count: int, host: str = "127.0.0.1") -> int:
@@ -111,6 +141,16 @@ def free_port_run(count: int, host: str = "127.0.0.1") -> int:
                 continue
             return base
     raise RuntimeError(f"no {count} consecutive free ports below {ephemeral}")
+
+
+def in_fresh_interpreter(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    """`fn(*args, **kwargs)` run in a new interpreter (spawned, not forked), its
+    result pickled back. For a benchmark that collects garbage before each sample
+    (codec-bench): each `gc.collect()` then walks its own heap, not the test
+    process's, which holds every module of the suite (two to three times as long)."""
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=spawn) as pool:
+        return pool.submit(fn, *args, **kwargs).result()
 
 
 class WorkerProcess(processes.WorkerProcess):

@@ -22,6 +22,10 @@ _TIMEOUT_S: Final = 10.0
 """Broker round trips here (offsets, watermarks, metadata) take milliseconds on the
 A/B's local broker: 10 s only fails when the broker is gone."""
 
+READ_WAIT_S: Final = 0.1
+"""The longest one `consume` call of a read-back waits: librdkafka's `consume(n,
+timeout)` returns when it has `n` messages or when `timeout` has passed, so the
+call that reads a topic's last messages always waits its whole timeout."""
 _READ_S: Final = 120.0
 """Reading a dead-letter topic back: 200k letters take seconds; 2 min is a stall."""
 _READ_BACK: Final = {
@@ -97,7 +101,7 @@ def _read_seqs(consumer: Consumer, ends: dict[int, int], run_id: bytes) -> set[i
     """The `x-seq` values of `run_id` up to `ends` (emptied as partitions finish)."""
     seen: set[int] = set()
     while ends:
-        for m in consumer.consume(10_000, 1.0):
+        for m in consumer.consume(10_000, READ_WAIT_S):
             if m.error() is not None:
                 continue
             found = dict(cast("list[tuple[str, bytes | None]]", m.headers() or []))
@@ -125,7 +129,7 @@ def dead_letters(
         ends = _high_watermarks(consumer, dlq)
         consumer.assign([TopicPartition(dlq, p, 0) for p in ends])
         while ends and time.monotonic() < deadline:
-            for m in consumer.consume(10_000, 1.0):
+            for m in consumer.consume(10_000, READ_WAIT_S):
                 if m.error() is not None:
                     continue
                 hs = dict(cast("list[tuple[str, bytes | None]]", m.headers() or []))

@@ -54,45 +54,59 @@ def test_site_has_the_reference_pages(site: Path) -> None:
         assert f"{page}/index.html" in found
 
 
+TABS = 4
+"""Pages loaded at once, each in a tab of its own: a page counts as loaded once its
+network has been idle for 500 ms (Playwright's `networkidle`), and those half
+seconds pass side by side."""
+
+
 def test_every_page_loads_without_errors(site: Path, served: str) -> None:
-    from playwright.sync_api import ConsoleMessage, Response, sync_playwright
+    from playwright.sync_api import ConsoleMessage, Page, Response, sync_playwright
 
     problems: list[str] = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        page = browser.new_page()
-        current = [""]
 
-        def problem(text: str) -> None:
-            problems.append(f"{current[0]}: {text}")
+        def tab() -> tuple[Page, list[str]]:
+            page, current = browser.new_page(), [""]
 
-        def console(message: ConsoleMessage) -> None:
-            if message.type == "error":
-                problem(f"console: {message.text}")
+            def problem(text: str) -> None:
+                problems.append(f"{current[0]}: {text}")
 
-        def response(answer: Response) -> None:
-            if answer.status >= 400:
-                problem(f"{answer.status}: {answer.url}")
+            def console(message: ConsoleMessage) -> None:
+                if message.type == "error":
+                    problem(f"console: {message.text}")
 
-        page.on("pageerror", lambda e: problem(f"script: {e}"))
-        page.on("console", console)
-        page.on("requestfailed", lambda r: problem(f"failed: {r.url} {r.failure}"))
-        page.on("response", response)
+            def response(answer: Response) -> None:
+                if answer.status >= 400:
+                    problem(f"{answer.status}: {answer.url}")
+
+            page.on("pageerror", lambda e: problem(f"script: {e}"))
+            page.on("console", console)
+            page.on("requestfailed", lambda r: problem(f"failed: {r.url} {r.failure}"))
+            page.on("response", response)
+            return page, current
+
+        tabs = [tab() for _ in range(TABS)]
+        paths = [path for path in pages(site) if path != "404.html"]
         loaded = 0
-        for path in pages(site):
-            if path == "404.html":
-                continue
-            current[0] = path
-            page.goto(f"{served}/{path}", wait_until="networkidle")
-            broken = page.evaluate(
-                "[...document.images].filter(i => !i.complete || i.naturalWidth === 0)"
-                ".map(i => i.src)"
-            )
-            problems += [f"{path}: image not shown: {src}" for src in broken]
-            stylesheets = page.evaluate("document.styleSheets.length")
-            if not stylesheets:
-                problems.append(f"{path}: no stylesheet applied")
-            loaded += 1
+        for first in range(0, len(paths), TABS):
+            batch = list(zip(tabs, paths[first : first + TABS], strict=False))
+            for (page, current), path in batch:
+                current[0] = path
+                page.goto(f"{served}/{path}", wait_until="commit")
+            for (page, _), path in batch:
+                page.wait_for_load_state("networkidle")
+                broken = page.evaluate(
+                    "[...document.images]"
+                    ".filter(i => !i.complete || i.naturalWidth === 0)"
+                    ".map(i => i.src)"
+                )
+                problems += [f"{path}: image not shown: {src}" for src in broken]
+                stylesheets = page.evaluate("document.styleSheets.length")
+                if not stylesheets:
+                    problems.append(f"{path}: no stylesheet applied")
+                loaded += 1
         browser.close()
     assert loaded >= 5
     assert not problems, "\n".join(problems)

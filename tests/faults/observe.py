@@ -28,6 +28,9 @@ from tests.faults.model import CommitSample, Event, Written
 from tests.faults.producer import quiet
 
 _BATCH: Final = 1000
+READ_WAIT_S: Final = 0.1
+"""librdkafka's `consume(n, timeout)` waits its whole timeout unless it has `n`
+messages: a read to a topic's end waits this long at its end, not more."""
 _TRACE_LINES: Final = 12
 """Lines of a traceback quoted in a report: the exception and its last frames."""
 
@@ -79,7 +82,7 @@ def read_to_end(
         while ends:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{topic}: not read to the end in {timeout:.0f} s")
-            for m in consumer.consume(_BATCH, 0.5):
+            for m in consumer.consume(_BATCH, READ_WAIT_S):
                 if m.error() is not None:
                     continue
                 out.append(_written(m, values))

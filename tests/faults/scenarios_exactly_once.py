@@ -32,7 +32,7 @@ from tests.faults.harness import (
     wait_until,
 )
 from tests.faults.model import Written
-from tests.faults.observe import _written, tracebacks
+from tests.faults.observe import READ_WAIT_S, _written, tracebacks
 from tests.faults.producer import quiet
 from tests.faults.run import Run
 
@@ -229,7 +229,7 @@ def read_all(
                 raise TimeoutError(f"{topic}: not read to the end in {timeout:.0f} s")
             out += [
                 _written(m, True)
-                for m in consumer.consume(1000, 0.5)
+                for m in consumer.consume(1000, READ_WAIT_S)
                 if m.error() is None
             ]
             for tp in consumer.position([TopicPartition(topic, p) for p in ends]):

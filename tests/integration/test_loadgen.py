@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
 
 from codec import CodecName, get_codec
 from loadgen.config import LoadgenSettings
@@ -29,6 +28,7 @@ from loadgen.payloads import make_payloads
 from loadgen.recording import read_recording, record
 from localkafka import TopicAdmin, delete_topic
 from schemas.errors import ConfigError
+from tests.support import consume_all
 
 TopicFactory = Callable[..., str]
 
@@ -40,34 +40,6 @@ def settings(bootstrap: str, topic: str, **kw: Any) -> LoadgenSettings:
         "progress": "never",
     }
     return LoadgenSettings.model_validate(base | kw)
-
-
-def consume_all(
-    bootstrap: str, topic: str, count: int, timeout: float = 60
-) -> list[Any]:
-    """Every message of `topic` from the start, until `count` (then 1 s more)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": uuid.uuid4().hex,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe([topic])
-    got: list[Any] = []
-    deadline = time.monotonic() + timeout
-    extra_until = None
-    try:
-        while time.monotonic() < deadline:
-            got += [m for m in consumer.consume(1000, 0.5) if m.error() is None]
-            if len(got) >= count and extra_until is None:
-                extra_until = time.monotonic() + 1.0
-            if extra_until is not None and time.monotonic() > extra_until:
-                break
-    finally:
-        consumer.close()
-    return got
 
 
 def seq_of(msg: Any) -> int:

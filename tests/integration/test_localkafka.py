@@ -108,6 +108,7 @@ def test_create_topic_is_idempotent_and_checks_partitions(
     delete_topic(kafka_bootstrap, topic)  # already gone: fine
 
 
+@pytest.mark.own_broker
 def test_local_kafka_lifecycle() -> None:
     kafka = LocalKafka(partitions_default=2, heap="256m")
     started = time.monotonic()
@@ -174,6 +175,7 @@ def test_local_kafka_refuses_a_taken_port(tmp_path: Path, listening_port: int) -
     assert not (tmp_path / "busy").exists()  # refused before anything ran
 
 
+@pytest.mark.own_broker
 def test_local_kafka_reports_broker_death(
     tmp_path: Path, listening_port: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -213,6 +215,7 @@ def test_cli_start_refuses_the_port_of_a_running_broker(
     assert pid_alive(cli_broker.pid)
 
 
+@pytest.mark.own_broker
 def test_cli_start_stop_round_trip(tmp_path: Path) -> None:
     data = tmp_path / "kafka"
     start = _cli("start", "--data-dir", str(data), "--heap", "256m")
@@ -238,6 +241,7 @@ def test_cli_start_stop_round_trip(tmp_path: Path) -> None:
     assert _cli("stop", "--data-dir", str(data)).returncode == 0  # idempotent
 
 
+@pytest.mark.own_broker
 def test_cli_foreground_stops_on_sigterm(tmp_path: Path) -> None:
     data = tmp_path / "fg"
     cmd = [sys.executable, "-m", "localkafka", "start", "--foreground"]

@@ -4,9 +4,12 @@ The fenced block between `<!-- quickstart -->` and `<!-- /quickstart -->` in REA
 is read at test time (never copied here) and run by bash with `set -euo pipefail` from
 the repository root, the venv first on PATH, and no broker address or tool setting in
 the environment: a newcomer's shell after `make setup` has none. The block starts and
-stops the local broker itself (data dir `.local-kafka/` in the repository root) and
-serves the worker's metrics on a fixed port, so the test skips where either is already
-in use: that is a developer's machine, not CI's.
+stops the local broker itself, in `.local-kafka/` where every tool given no address
+finds it: so the block runs in a copy of the repository made of links to its files
+and folders but for its own `.local-kafka/` (the tests beside it run their tools from
+the repository itself, where no broker is recorded). It serves the worker's metrics
+on a fixed port, so the test skips where that is already in use: that is a
+developer's machine, not CI's.
 """
 
 from __future__ import annotations
@@ -26,17 +29,10 @@ import pytest
 from localkafka.process import port_open
 from service.kafka.broker_record import DEFAULT_DATA_DIR, read_state
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(900),
-    # The quick start records its broker in the repository's `.local-kafka/`, where
-    # every tool given no address finds it: nothing else runs while it is there.
-    pytest.mark.exclusive,
-]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.own_broker]
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 README: Final = ROOT / "README.md"
-DATA_DIR: Final = ROOT / DEFAULT_DATA_DIR
 TIMEOUT_S: Final = 600
 """The block's budget: broker start ~5 s, 8 s of worker, an A/B of two codecs."""
 TOOL_ENV_PREFIXES: Final = ("KAFKA_", "WORKER_", "LOADGEN_", "AB_", "BENCH_")
@@ -61,9 +57,19 @@ def flag(block: str, name: str) -> str:
     return match.group(1)
 
 
-def brokers() -> list[int]:
-    """Pids of broker JVMs running on the repository's `.local-kafka/` data dir."""
-    config = str(DATA_DIR / "server.properties").encode()
+def linked_copy(at: Path) -> Path:
+    """The repository at `at`: a link to each of its files and folders but
+    `.local-kafka/`, which the quick start makes there for itself."""
+    at.mkdir()
+    for entry in ROOT.iterdir():
+        if entry.name != DEFAULT_DATA_DIR:
+            (at / entry.name).symlink_to(entry)
+    return at
+
+
+def brokers(data_dir: Path) -> list[int]:
+    """Pids of broker JVMs running on the data dir `data_dir`."""
+    config = str(data_dir / "server.properties").encode()
     found = []
     for proc in Path("/proc").iterdir():
         with contextlib.suppress(OSError):
@@ -93,16 +99,18 @@ def newcomer_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the quick start runs: the repository, linked (`linked_copy`)."""
+    return linked_copy(tmp_path_factory.mktemp("quickstart") / "repo")
+
+
+@pytest.fixture(scope="module")
 def run(
-    tmp_path_factory: pytest.TempPathFactory,
+    root: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[subprocess.CompletedProcess[str]]:
     """The quick start's bash run, to completion; whatever it left running is stopped."""
     block = quickstart()
     port = int(flag(block, "metrics-port"))
-    if read_state(DATA_DIR) is not None or brokers():
-        pytest.skip(
-            f"a broker is running in {DATA_DIR}: the quick start starts its own"
-        )
     if port_open(port):
         pytest.skip(f"port {port} is in use: the quick start's worker serves it")
     done = subprocess.run([program("make"), "-q", "setup"], cwd=ROOT, check=False)
@@ -114,7 +122,7 @@ def run(
     with open(out / "stdout", "w") as stdout, open(out / "stderr", "w") as stderr:
         bash = subprocess.Popen(
             [program("bash"), "-c", f"set -euo pipefail\n{block}"],
-            cwd=ROOT,
+            cwd=root,
             env=newcomer_env(),
             stdin=subprocess.DEVNULL,
             stdout=stdout,
@@ -131,9 +139,9 @@ def run(
         with contextlib.suppress(ProcessLookupError):
             os.killpg(bash.pid, signal.SIGKILL)
         bash.wait()
-        if brokers():
+        if brokers(root / DEFAULT_DATA_DIR):
             subprocess.run(
-                [ROOT / ".venv" / "bin" / "codec-kafka", "stop"], cwd=ROOT, check=False
+                [ROOT / ".venv" / "bin" / "codec-kafka", "stop"], cwd=root, check=False
             )
 
 
@@ -174,9 +182,9 @@ class TestQuickstart:
             assert any(cell.split(" ")[0] == codec for cell in first), run.stdout
 
     def test_leaves_no_broker_running(
-        self, run: subprocess.CompletedProcess[str]
+        self, run: subprocess.CompletedProcess[str], root: Path
     ) -> None:
         """`make kafka-stop` stopped the broker that `make kafka-start` started."""
         assert run.returncode == 0, run.stderr
-        assert brokers() == []
-        assert read_state(DATA_DIR) is None
+        assert brokers(root / DEFAULT_DATA_DIR) == []
+        assert read_state(root / DEFAULT_DATA_DIR) is None

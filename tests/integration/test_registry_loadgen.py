@@ -16,7 +16,8 @@ from codec.registry import RegistryAccess, RegistryClient, frame_codec
 from loadgen.generator import run
 from loadgen.payloads import make_payloads
 from loadgen.recording import read_recording, record
-from tests.integration.test_loadgen import consume_all, seq_of, settings
+from tests.integration.test_loadgen import seq_of, settings
+from tests.support import consume_all
 
 
 def _subjects(registry_url: str) -> list[str]:

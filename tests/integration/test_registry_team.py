@@ -48,8 +48,8 @@ from tests.fixtures.usermodels.registry_team import (
     order_record,
     shipment_value,
 )
-from tests.integration.test_loadgen import consume_all, settings
-from tests.support import WorkerProcess, produce
+from tests.integration.test_loadgen import settings
+from tests.support import WorkerProcess, consume_all, produce
 
 MODULE = "tests.fixtures.usermodels.registry_team"
 PROTO = str(Path(__file__).parents[1] / "fixtures/usermodels/registry_team.proto")

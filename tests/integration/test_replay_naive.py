@@ -159,17 +159,22 @@ def test_naive_datetimes_are_not_carried_and_the_shadow_agrees(
     assert NOT_CARRIED["avro"] in md
 
     # The shadow decode of the same messages: json+pydantic live, each format of
-    # instants in its shadow, calls exactly the naive ones not agree.
+    # instants in its shadow, calls exactly the naive ones not agree. One worker
+    # per format, side by side, each in a group of its own.
     seen: dict[str, tuple[dict[str, float], float]] = {}
     try:
-        for shadow in INSTANTS:
-            log = tmp_path / f"worker-{shadow}.log"
-            args = (
-                *("--codec", "json+pydantic", "--schema", SCHEMA, "--logic", "noop"),
-                *("--shadow-codec", shadow, "--shadow-sample-every", "1"),
-                "--create-topics",
-            )
-            with WorkerProcess(kafka_bootstrap, source, *args, log=log) as w:
+        with contextlib.ExitStack() as stack:
+            workers = {}
+            for shadow in INSTANTS:
+                log = tmp_path / f"worker-{shadow}.log"
+                args = (
+                    *("--codec", "json+pydantic", "--schema", SCHEMA),
+                    *("--logic", "noop", "--shadow-codec", shadow),
+                    *("--shadow-sample-every", "1", "--create-topics"),
+                )
+                worker = WorkerProcess(kafka_bootstrap, source, *args, log=log)
+                workers[shadow] = stack.enter_context(worker)
+            for shadow, w in workers.items():
                 assert w.wait_for(COUNT, timeout=120) == COUNT
                 seen[shadow] = _shadow(w, shadow)
                 assert w.stop() == 0

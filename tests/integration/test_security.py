@@ -261,6 +261,7 @@ def test_missing_topic_fixes_run_as_printed(
     assert capsys.readouterr().out == "".join(f"deleted {t}\n" for t in made)
 
 
+@pytest.mark.own_broker
 @pytest.mark.parametrize("mode", ["sasl_plaintext", "ssl"])
 def test_cli_start_security_records_it(tmp_path: Path, mode: str) -> None:
     """`codec-kafka start --security MODE`: the state file records the

@@ -25,6 +25,7 @@ from codecbench.sampling import calibrate, spread
 from schemas.errors import ConfigError
 from schemas.registry import SCHEMA_NAMES
 from service import __version__
+from tests.support import in_fresh_interpreter
 
 POOL = 3
 FAST_FLAGS = ["--pool-size", "3", "--repeats", "1", "--warmups", "0"]
@@ -47,7 +48,8 @@ def fast_run(codecs: Sequence[str], profiles: Sequence[str]) -> BenchReport:
 
 @pytest.fixture(scope="module")
 def report() -> BenchReport:
-    return fast_run(REAL_CODECS, SCHEMA_NAMES)
+    """Every case, measured in a fresh interpreter (`in_fresh_interpreter`)."""
+    return in_fresh_interpreter(fast_run, REAL_CODECS, SCHEMA_NAMES)
 
 
 def ops(case: CaseResult) -> dict[str, OpResult]:

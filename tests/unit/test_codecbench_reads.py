@@ -8,6 +8,7 @@ import codecbench
 from codec import REAL_CODECS
 from codecbench.cli import main
 from codecbench.render import HEADERS, to_markdown
+from tests.support import in_fresh_interpreter
 
 FAST = {
     "pool_size": 3,
@@ -20,7 +21,13 @@ FAST = {
 
 
 def test_every_codec_has_the_three_columns() -> None:
-    report = codecbench.run(REAL_CODECS, ["small"], read_fields="name,tags", **FAST)  # type: ignore[arg-type]
+    report = in_fresh_interpreter(
+        codecbench.run,
+        REAL_CODECS,
+        ["small"],
+        read_fields="name,tags",
+        **FAST,  # type: ignore[arg-type]
+    )
     assert report.method.read_fields == "name,tags"
     for case in report.results:
         assert case.read_all is not None and case.read_fields is not None
