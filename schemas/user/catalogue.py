@@ -23,7 +23,7 @@ import pydantic
 
 from schemas.carried import carried
 from schemas.formats import DERIVED_CODECS, ORJSON, Refusals, carriage
-from schemas.user.pydantic_reader import read_model
+from schemas.user.model.reader import read_model
 
 
 class Colour(enum.Enum):

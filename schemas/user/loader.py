@@ -26,9 +26,9 @@ from schemas.errors import ConfigError
 from schemas.formats import DERIVED_CODECS, Refusals, carriage
 from schemas.prototext.parser import parse_proto
 from schemas.shape import MessageShape, messages
+from schemas.user.model.reader import read_model
 from schemas.user.msgspec_reader import read_struct
 from schemas.user.proto_reader import full_message_name, read_proto
-from schemas.user.pydantic_reader import read_model
 from schemas.user.struct_validators import RUN_BY, post_init
 
 SourceKind = Literal["pydantic", "msgspec", "proto"]
