@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
-if TYPE_CHECKING:
-    from schemas.shape import Constraints
+
+class Constraints(Protocol):
+    """The bounds these read (`schemas.shape.Constraints` has them)."""
+
+    @property
+    def gt(self) -> int | float | None: ...
+    @property
+    def ge(self) -> int | float | None: ...
+    @property
+    def lt(self) -> int | float | None: ...
+    @property
+    def le(self) -> int | float | None: ...
+
 
 _INT32: Final = (-(2**31), 2**31 - 1)
 _UINT32: Final = (0, 2**32 - 1)
