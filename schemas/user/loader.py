@@ -27,6 +27,7 @@ from schemas.formats import DERIVED_CODECS, Refusals, carriage
 from schemas.prototext.parser import parse_proto
 from schemas.shape import MessageShape, messages
 from schemas.user.model.reader import read_model
+from schemas.user.model.serialized import serializer_refusals
 from schemas.user.msgspec_reader import read_struct
 from schemas.user.proto_reader import full_message_name, read_proto
 from schemas.user.struct_validators import RUN_BY, post_init
@@ -126,6 +127,9 @@ def from_class(cls: object, name: str) -> UserSchema:
         shape = read_model(cls, refusals)
         file = _derived_file(cls, shape)
         struct = build_structs(shape)
+        for line in serializer_refusals(shape, struct, refusals.serialized):
+            path, _, reason = line.partition(": ")
+            refusals.add(path, reason)
         refused = _by_codec(refusals, shape, "pydantic")
         return UserSchema(
             name,

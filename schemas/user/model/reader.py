@@ -79,7 +79,8 @@ def read_model(
     refusals.everyone = DERIVED_CODECS
     _complete(model, model.__name__)
     reader = _ModelReader(refusals)
-    shape = reader.types.value(dict(model.__pydantic_core_schema__), model.__name__)
+    root = identifier(model.__name__)
+    shape = reader.types.value(dict(model.__pydantic_core_schema__), root)
     assert isinstance(shape, MessageShape)  # noqa: S101  (a model node is a message)
     reader.finish()
     refusals.raise_any()
@@ -139,7 +140,7 @@ class _ModelReader:
         self._check_model(cls, config, path)
         if node.get("serialization") is not None:
             shape.serializer = _serializer_name(cls, "model_serializers")
-            self._refusals.add(path, f"{shape.serializer} changes the JSON wire")
+            self._refusals.serialized.append((path, shape.serializer))
         fields = self.types.resolve(node["schema"])
         while fields["type"] != "model-fields":  # a model validator's layer
             fields = self.types.resolve(fields["schema"])
@@ -207,8 +208,7 @@ class _ModelReader:
         self._note_code(path, marks)
         found = types.serializers[serializers:]
         label = next((what for _, what in found), None)
-        for where, what in found:
-            self._refusals.add(where, f"{what} changes the JSON wire")
+        self._refusals.serialized.extend(found)
         # Consumed: an outer field does not note its nested messages' code again.
         del types.validators[marks[0] :], types.transforms[marks[1] :]
         del types.discriminators[marks[2] :], types.serializers[serializers:]
