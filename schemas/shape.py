@@ -29,8 +29,8 @@ user's own form does; a part a format cannot carry refuses that codec alone
 | `Foreign` | a type only the user's own form holds (`Any`, a class no reader knows) | refused |
 | `Scalar("date")`, `"time"`, `"timedelta"` | `date`, `time`, `timedelta` | refused |
 
-A field's `alias` is its key on the JSON and MessagePack wires (pydantic's
-`by_alias=True` output, a Struct's `rename`); `name` is the attribute every form has.
+A field's `alias` is its key on the JSON and MessagePack wires; `name` is the
+attribute every form has.
 """
 
 from __future__ import annotations
@@ -244,12 +244,10 @@ class FieldShape:
         default_factory: what makes the default (`list`, `dict`, `uuid.uuid4`...).
         alias: the key on the JSON and MessagePack wires when it is not `name`
             (pydantic's alias, a Struct's rename; protobuf's `json_name`).
-        read_key: the key the source's own form reads the field under when it
-            does not read `wire` (a pydantic `validation_alias`): what synthetic
-            input is written with before the model validates it; None: `wire`.
-        serializer: the team's serializer of this field's value (`field_serializer
-            'to_cents'`, `PlainSerializer 'iso'`), when it has one: the producer
-            writes what it returns (`schemas.user.producer`).
+        read_key: the key the source reads the field under when not `wire` (a
+            `validation_alias`): synthetic input's key; None: `wire`.
+        serializer: the team's serializer of the value (`field_serializer
+            'to_cents'`), if any: the wire holds what it returns.
     """
 
     name: str
@@ -381,6 +379,9 @@ def describe(shape: TypeShape) -> str:
         if shape.container == "tuple":
             return f"tuple[{describe(shape.item)}, ...]"
         return f"{shape.container}[{describe(shape.item)}]"
+    if isinstance(shape, Scalar) and shape.holds is not None:
+        inner = describe(shape.inner) if shape.inner is not None else "Any"
+        return f"Json[{inner}]" if shape.holds == "json" else _HELD[shape.holds]
     if isinstance(shape, Scalar):
         return _SCALAR_NAMES.get(shape.kind, shape.kind)
     if isinstance(shape, Choice):
@@ -395,4 +396,5 @@ def describe(shape: TypeShape) -> str:
 
 
 _SCALAR_NAMES: Final = {"uuid": "UUID", "decimal": "Decimal"}
+_HELD: Final = {"secret": "SecretStr", "secret-bytes": "SecretBytes"}
 """The Python names of the kinds not spelled as their type."""

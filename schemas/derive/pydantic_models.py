@@ -1,7 +1,7 @@
 """Derive pydantic v2 models from a shape (for a msgspec Struct or `.proto` source).
 
-Derived models are strict and frozen like `schemas.builtin.pydantic_forms`, and forbid
-unknown fields when the source does. Aliases are the wire keys (`Field(alias=...)`).
+Derived models are strict like `schemas.builtin.pydantic_forms` (frozen when the
+source's objects are), and forbid unknown fields when the source does. Aliases are the wire keys (`Field(alias=...)`).
 One exception keeps the two-pass codecs (`model_validate(json.loads(data))`)
 working: values that JSON can only carry as a string or a number of another kind
 (datetimes, base64 bytes, UUIDs, Decimals, enum values, int map keys) are validated
@@ -52,7 +52,7 @@ def build_models(root: MessageShape) -> type[BaseModel]:
         config = ConfigDict(
             strict=True,
             extra="forbid" if msg.forbid_unknown else "ignore",
-            frozen=True,
+            frozen=msg.frozen,
             protected_namespaces=(),
             allow_inf_nan=False,  # JSON has no NaN or Infinity; 1e999 overflows
         )

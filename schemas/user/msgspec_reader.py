@@ -83,6 +83,7 @@ class _StructReader:
             fields,
             struct,
             forbid_unknown=forbids_unknown_fields(struct),
+            frozen=struct.__struct_config__.frozen,
         )
         self._done[struct] = shape
         return shape
