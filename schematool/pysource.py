@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
-from schemas.derive.msgspec_structs import msgspec_bounds
+from schemas.derive.msgspec_structs import msgspec_bounds, tagged_members
 from schemas.shape import (
     Choice,
     FieldShape,
@@ -129,7 +129,10 @@ def _callable(factory: Any) -> str:
 
 def msgspec_source(schema: UserSchema) -> str:
     """The msgspec Structs of `schema` as a module."""
-    return _module(schema, "msgspec", "msgspec Structs", _struct_class)
+    tags = tagged_members(schema.shape)
+    return _module(
+        schema, "msgspec", "msgspec Structs", lambda m: _struct_class(m, tags)
+    )
 
 
 def pydantic_source(schema: UserSchema) -> str:
@@ -147,10 +150,26 @@ def pydantic_source(schema: UserSchema) -> str:
     return _module(schema, "pydantic", "pydantic models", model_class)
 
 
-def _struct_class(msg: MessageShape) -> list[str]:
-    body = [f"    {field_text(f, 'msgspec')}" for f in msg.fields] or ["    pass"]
+def _struct_class(
+    msg: MessageShape, tags: dict[int, tuple[str, str, str | int]]
+) -> list[str]:
+    """A Struct; a member of a tagged union is tagged (msgspec reads the member
+    its tag names), its tag readable as a property, as the run-time Struct's."""
+    tag = tags.get(id(msg))
+    kept = [f for f in msg.fields if tag is None or f.name != tag[0]]
+    body = [f"    {field_text(f, 'msgspec')}" for f in kept]
     options = _STRUCT_OPTIONS.format(msg.frozen, msg.forbid_unknown)
-    return [f"class {msg.name}(msgspec.Struct, {options}):", *body]
+    if tag is not None:
+        name, wire, value = tag
+        options = f"tag_field={_literal(wire)}, tag={_literal(value)}, {options}"
+        kind = "str" if isinstance(value, str) else "int"
+        body += [
+            "",
+            "    @property",
+            f"    def {name}(self) -> {kind}:",
+            f"        return {_literal(value)}",
+        ]
+    return [f"class {msg.name}(msgspec.Struct, {options}):", *(body or ["    pass"])]
 
 
 def _module(

@@ -104,7 +104,7 @@ def build_structs(
             `schemas.user.struct_validators`); none by default.
     """
     built: dict[int, Any] = {}
-    tags = _tagged(root)
+    tags = tagged_members(root)
     unions = _untagged(root)
     built.update(unions)  # a field's type, before any member is built
     later: list[tuple[Any, FieldShape]] = []
@@ -270,7 +270,7 @@ def _constant(value: str | int) -> property:
     return property(lambda _self: value)
 
 
-def _tagged(root: MessageShape) -> dict[int, tuple[str, str, str | int]]:
+def tagged_members(root: MessageShape) -> dict[int, tuple[str, str, str | int]]:
     """Members of tagged unions: message id -> (tag attribute, wire key, value)."""
     out: dict[int, tuple[str, str, str | int]] = {}
     pending: list[Any] = [f.type for m in messages(root) for f in m.fields]

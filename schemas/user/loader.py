@@ -64,6 +64,9 @@ class UserSchema:
     notes: tuple[tuple[str, str, str], ...] = ()
     on_struct: tuple[tuple[str, str, str], ...] = ()
     validators_run_by: tuple[str, ...] = ()
+    verdicts: dict[str, str | None] = field(default_factory=dict, compare=False)
+    """codec -> its refusal (None: it carries the schema), once decided
+    (`codec.codec_refusal`): every command asks, and the answer does not change."""
 
     def with_validators(self) -> UserSchema:
         """This schema with a Struct that runs the model's after validators
