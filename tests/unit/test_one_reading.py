@@ -153,7 +153,7 @@ def test_every_derived_form_runs_and_reads_the_producers_bytes(
         payloads = make_payloads(schema.shape, PAYLOADS, seed=3)
     except ConfigError as exc:
         pytest.skip(f"no synthetic payload: {exc}")
-    own = get_codec(_OWN[schema.source], schema)
+    own = get_codec(_OWN[schema.source], schema)  # type: ignore[arg-type]
     expected = [read_native(own.decode(_wire(own, p)), schema.shape) for p in payloads]
     for codec in WIRE_CODECS:
         form = _FORM_OF.get(codec)
@@ -174,7 +174,11 @@ def test_every_derived_form_runs_and_reads_the_producers_bytes(
             assert found == [], (codec, found)
 
 
-_OWN: Final = {"pydantic": "json+pydantic", "msgspec": "msgspec-json", "proto": "protobuf"}
+_OWN: Final = {
+    "pydantic": "json+pydantic",
+    "msgspec": "msgspec-json",
+    "proto": "protobuf",
+}
 
 
 def _wire(codec: Any, payload: dict[str, Any]) -> bytes:
@@ -203,8 +207,12 @@ def _msgspec(
     )
 
 
-def _proto(schema: UserSchema, text: str, tmp: Path, monkeypatch: Any, codec: str) -> Reader:
-    cls = message_class(parse_proto(text, schema.proto_file.name), schema.shape.proto_name)
+def _proto(
+    schema: UserSchema, text: str, tmp: Path, monkeypatch: Any, codec: str
+) -> Reader:
+    cls = message_class(
+        parse_proto(text, schema.proto_file.name), schema.shape.proto_name
+    )
     writer = get_codec("protobuf", schema)
     return lambda p: cls.FromString(_wire(writer, p))
 
@@ -223,7 +231,7 @@ def _flatc(tmp: Path) -> Any:
     def run(text: str) -> None:
         source = tmp / "derived.fbs"
         source.write_text(text)
-        done = subprocess.run(  # noqa: S603  (flatc on our own printed text)
+        done = subprocess.run(
             ["flatc", "--python", "-o", str(tmp / "fbs"), str(source)],  # noqa: S607
             capture_output=True,
             text=True,
