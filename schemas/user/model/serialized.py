@@ -71,14 +71,18 @@ def serializer_refusals(
         except msgspec.ValidationError as exc:
             at = _WIRE_PATH.search(str(exc))
             where = _named(shape, at.group("path") if at else "", shape.name)
-            _blame(general, found, where, f"which the derived forms cannot read: {exc}")
+            _blame(general, found, where, f"the derived forms cannot read: {exc}")
             continue
         for where, what in diff(expected, read_native(obj, shape), shape, shape.name):
-            _blame(general, found, where, f"read as other values ({what}, model first)")
+            _blame(
+                general,
+                found,
+                where,
+                f"read as another value ({what}: the model's first)",
+            )
     return [
-        f"{path}: {what} writes the value in a form the derived forms do not read "
-        f"back to the model's value: {why}; the model reads it back through its "
-        "own validators, which they do not run"
+        f"{path}: {what} writes a form of the value {why}; your model reads it back "
+        "with its own validators, which the derived forms do not run"
         for general_path, (path, what) in general.items()
         if (why := found.get(general_path)) is not None
     ]
