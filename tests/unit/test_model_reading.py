@@ -20,6 +20,7 @@ import pydantic
 import pytest
 
 from codec import codec_refusal, get_codec
+from loadgen.carry import transcode
 from loadgen.cli import main as loadgen_main
 from schemas.compare import read_native
 from schemas.derive.avro_schema import avro_schema
@@ -254,3 +255,20 @@ class TestRoundTrip:
 
 def _aware(value: Any) -> bool:
     return isinstance(value, datetime.datetime) and value.tzinfo is not None
+
+
+class TestExtras:
+    """`extra="allow"`: the keys the producer's model keeps are written to the wire,
+    read past and dropped by the derived forms (a replay transcodes the record)."""
+
+    def test_a_kept_extra_key_is_dropped_by_protobuf_not_refused(self) -> None:
+        schema = load_schema("ledger:ChartEvent")
+        payload = make_payloads(schema.shape, 1, seed=2)[0] | {"traceId": "t-1"}
+        source = get_codec("json+pydantic", schema)
+        sent = source.encode(source.from_builtins(payload))
+        assert b'"traceId":"t-1"' in sent
+        for codec in ("protobuf", "msgspec-msgpack", "avro", "capnp", "flatbuffers"):
+            value, why = transcode(
+                source, get_codec(codec, schema), sent, schema.name, schema.shape
+            )
+            assert value is not None, (codec, why)

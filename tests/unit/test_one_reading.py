@@ -39,6 +39,7 @@ from schemas.derive.capnp_schema import capnp_form
 from schemas.derive.proto_file import message_class
 from schemas.errors import ConfigError
 from schemas.prototext.parser import parse_proto
+from schemas.registry import user_schema
 from schemas.user.loader import UserSchema, load_schema
 from schemas.user.synthetic import make_payloads
 from schematool.check import run_check
@@ -89,10 +90,13 @@ def _user_modules(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _load(spec: str) -> UserSchema:
+    """The schema as every tool of a process has it (loaded once: `user_schema`)."""
     try:
-        return load_schema(spec)
+        schema = user_schema(spec)
     except ConfigError as exc:  # a fixture of what no form holds: not a verdict
         pytest.skip(f"refused as a whole: {exc}")
+    assert schema is not None
+    return schema
 
 
 def _refusal(text: str) -> bool:
