@@ -165,8 +165,9 @@ class _Synth:
 
     def _message(self, shape: MessageShape, path: str) -> dict[str, Any]:
         if self._depth > _NO_DEEPER:
+            first = ".".join(path.split(".")[:2])  # where it first holds itself
             raise ConfigError(
-                f"schema error: {path}: {shape.name} holds itself in a required "
+                f"schema error: {first}: {shape.name} holds itself in a required "
                 "field: no finite message of it can be made"
             )
         out: dict[str, Any] = {}

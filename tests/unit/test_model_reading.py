@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any, Final
 
+import msgspec
 import pydantic
 import pytest
 
@@ -272,3 +273,39 @@ class TestExtras:
                 source, get_codec(codec, schema), sent, schema.name, schema.shape
             )
             assert value is not None, (codec, why)
+
+
+class Leaf(msgspec.Struct):
+    """A Struct that holds itself (module level: msgspec resolves its name here)."""
+
+    name: str
+    kids: list[Leaf] = []
+    parent: Leaf | None = None
+
+
+class TestRecursiveSources:
+    """A Struct or a `.proto` message that holds itself is carried the same way."""
+
+    def test_a_struct_and_a_proto_message(self, tmp_path: Path) -> None:
+        (tmp_path / "tree.proto").write_text(
+            'syntax = "proto3";\npackage tree;\nmessage Node {\n  string name = 1;\n'
+            "  repeated Node kids = 2;\n  optional Node parent = 3;\n}\n"
+        )
+
+        msgspec_schema = from_class(Leaf, "tree:Leaf")
+        proto_schema = load_schema(f"{tmp_path / 'tree.proto'}:Node")
+        for schema in (msgspec_schema, proto_schema):
+            report = run_check(schema, count=6)
+            assert report.refused == {} and report.ok, render(report)
+
+    def test_a_message_that_requires_itself_says_so_in_one_line(
+        self, tmp_path: Path
+    ) -> None:
+        (tmp_path / "m.proto").write_text(
+            'syntax = "proto3";\npackage loop;\nmessage M { M next = 1; }\n'
+        )
+        schema = load_schema(f"{tmp_path / 'm.proto'}:M")
+        with pytest.raises(
+            ConfigError, match=r"^schema error: M\.next: M holds itself"
+        ):
+            make_payloads(schema.shape, 1)
