@@ -1,6 +1,7 @@
 # The codec A/B image: the worker, the load generator and the A/B runner in one.
 #
 #   docker build -t codec-ab:0.1.0 .
+#   podman build --format docker -t codec-ab:0.1.0 .      # OCI format drops HEALTHCHECK
 #   docker run --rm codec-ab:0.1.0 codec-worker --help    # the default command
 #   docker run --rm codec-ab:0.1.0 codec-loadgen          # configured by LOADGEN_* env
 #
@@ -9,11 +10,12 @@
 # installs the wheel with --no-deps and runs as a non-root user. Every dependency is a
 # binary wheel (--only-binary), so neither stage needs a compiler.
 #
-# Base image: pinned by exact tag. Also pin its digest when you publish the image
+# Base image: pinned by exact tag, fully qualified (podman resolves no short name without
+# a default registry). Also pin its digest when you publish the image
 # (python:3.11.13-slim-bookworm@sha256:...); the digest is not written here because
 # this project's machines reach no container registry, so it could not be verified.
 
-FROM python:3.11.13-slim-bookworm AS build
+FROM docker.io/library/python:3.11.13-slim-bookworm AS build
 
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -47,7 +49,7 @@ RUN uv build --wheel --python /usr/local/bin/python --out-dir /dist \
       --build-constraints requirements/dev.txt --require-hashes .
 
 
-FROM python:3.11.13-slim-bookworm AS runtime
+FROM docker.io/library/python:3.11.13-slim-bookworm AS runtime
 
 LABEL org.opencontainers.image.title="codec-ab" \
       org.opencontainers.image.description="Codec A/B stream processing for Kafka: worker (codec-worker), load generator (codec-loadgen), A/B runner (codec-ab)" \

@@ -83,6 +83,9 @@ bench-registry: setup  ## confluent-kafka's schema-registry deserializers vs the
 bench-instructions: setup  ## Instructions per message the worker's loop adds to a bare decode loop (callgrind, deterministic)
 	$(PY) -m tests.perf.bench_instructions
 
+bench-async: setup  ## An async handler: the worker's async path vs bare asyncio and AIOConsumer loops, every codec (BENCH_ARGS="--rate 20000")
+	$(PY) -m tests.perf.bench_async $(BENCH_ARGS)
+
 bench-gc: setup  ## What the GC policy (freeze, thresholds, collect between batches) does per codec
 	$(PY) -m tests.perf.bench_gc
 
@@ -124,13 +127,27 @@ kafka-start: setup  ## Start the local KRaft broker in the background (prints it
 kafka-stop: setup  ## Stop the local broker
 	$(PY) -m localkafka stop
 
-up:  ## Run the compose A/B stack (needs a Docker engine)
-	docker compose up --build
+up:  ## Run the compose A/B stack on Docker or podman (deploy/compose.sh; SERVICES="..." for some)
+	bash deploy/compose.sh up
 
-down:  ## Stop the compose stack and drop its volumes
-	docker compose down -v
+down:  ## Stop the compose stack; drop its containers, networks and volumes
+	bash deploy/compose.sh down
+
+STACK_ARGS ?=
+
+stack-test: setup  ## The compose stack for real (Docker or podman): build, up, load 4 min, check from outside, down (6-7 min; 15 min the first time, building stand-in images)
+	bash scripts/install-system-deps.sh --stack
+	$(PY) -m tests.deploy.stack $(STACK_ARGS)
+
+stack-test-breaks: setup  ## The stack test three times with one fault each (lost messages, a target down, an empty query): each must fail on its check
+	bash scripts/install-system-deps.sh --stack
+	@for fault in lose target query; do \
+	  echo "== stack test with --break $$fault (it must exit 1)"; \
+	  $(PY) -m tests.deploy.stack --break $$fault $(STACK_ARGS); status=$$?; \
+	  if [ $$status -ne 1 ]; then echo "--break $$fault: exit $$status, not 1"; exit 1; fi; \
+	done; echo "each fault failed the stack test on its own check"
 
 clean:  ## Remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help docs docs-build ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-fixed-rate bench-loop-parts bench-overhead bench-instructions bench-registry bench-gc codec-bench bench-loadgen faults faults-fast fuzz fuzz-models acceptance kafka-start kafka-stop up down clean
+.PHONY: help docs docs-build ab sample-report setup lock proto format lint typecheck test-unit test-integration test check bench bench-fixed-rate bench-loop-parts bench-overhead bench-instructions bench-async bench-registry bench-gc codec-bench bench-loadgen faults faults-fast fuzz fuzz-models acceptance kafka-start kafka-stop up down stack-test stack-test-breaks clean

@@ -37,7 +37,7 @@ from rich.console import Console
 import service.settings.cli_flags as commands
 from abrunner import guarantees
 from abrunner.config import DEFAULT_CODECS, PREFERRED_BASELINE, TOOL, AbSettings
-from abrunner.framing import framed_plan
+from abrunner.framing import framed_plan, unusable_registry
 from abrunner.lab import payload_sizing, peer_decode, runner
 from abrunner.plan import Plan, Profile, code_not_run, schema_limits, validator_lines
 from abrunner.report import compare, decisions, rejections
@@ -211,8 +211,7 @@ def plan_from_settings(s: AbSettings) -> Plan:
         profiles = [p for p in profiles if p.schema != "large"]
         profiles += [Profile("large", size) for size in s.large_bytes]
     same = {"rate", "duration", "warmup", "repeat", "max_mode", "max_messages"}
-    same |= {"mode", "window_s"}
-    same |= {"processing_guarantee"}
+    same |= {"mode", "window_s", "processing_guarantee"}
     codecs, left_out, skipped = schema_limits(
         s.schema_,
         tuple(s.codecs),
@@ -234,7 +233,7 @@ def plan_from_settings(s: AbSettings) -> Plan:
         out=str(s.out),
         worker_args=s.worker_argv(),
         logic=s.logic,
-        logic_verdicts=judge_logic(s.logic, s.schema_, codecs, s.replay),
+        logic_verdicts=judge_logic(s.logic, profiles[0].schema, codecs, s.replay),
         loadgen_args=tuple(w for a in s.loadgen_args for w in a.split("=", 1)),
         replay=None if s.replay is None else str(s.replay),
         rotated=True,
@@ -286,6 +285,8 @@ def _run(
     settings: AbSettings, before: list[Report], compare_to: Sequence[str]
 ) -> tuple[int, Report | None]:
     """One A/B run with its report and `--compare` gate: (exit status, report)."""
+    if (status := unusable_registry(settings)) is not None:  # before any case
+        return status, None
     try:
         plan = plan_from_settings(settings)
     except ConfigError as exc:

@@ -10,15 +10,21 @@ sequentially: a paired run's single load generator writes one wire form for all.
 
 The registry is the one given (`--registry-url`, `REGISTRY_URL`, `[registry] url`),
 else the one `codec-kafka registry start` recorded, else a local one started for
-the run and stopped after it. The framed cases' workers and load generators get
-`--framing confluent --registry-url URL`; credentials reach them through the
-environment they inherit (`REGISTRY_USERNAME`, `REGISTRY_PASSWORD`,
-`REGISTRY_CA_FILE`), never argv.
+the run and stopped after it. A registry given is reached before the first case
+(and before a replay's recording is probed), with its URL, credentials and CA file
+(`unusable_registry`): a wrong password, CA file or URL is one line naming the
+setting and exit status 1, not a run whose framed cases fail one by one. The framed
+cases' workers and load generators get `--framing confluent --registry-url URL`
+(the URL without credentials); the rest of `[registry]`, from whichever source,
+reaches them as the `REGISTRY_*` variables of the environment they inherit
+(`REGISTRY_USERNAME`, `REGISTRY_PASSWORD`, `REGISTRY_CA_FILE`...), never argv.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import Iterator
 
 import msgspec
@@ -26,6 +32,39 @@ from rich.console import Console
 
 from abrunner.config import AbSettings
 from abrunner.plan import FRAMED, Plan
+from codec.registry.access_check import RegistryAccessError
+from service.settings.registry import RegistryConnection
+from service.settings.registry_start import reach
+
+
+def unusable_registry(settings: AbSettings) -> int | None:
+    """Exit status 1 (its line printed) if the registry given cannot be used."""
+    if settings.framing == "none" or settings.registry.url is None:
+        return None  # none framed, or a registry started for the run
+    try:
+        reach(settings.registry, RegistryAccessError)
+    except RegistryAccessError as exc:
+        print(f"codec-ab: error: {exc}", file=sys.stderr)
+        return 1
+    return None
+
+
+@contextlib.contextmanager
+def registry_environment(registry: RegistryConnection) -> Iterator[None]:
+    """`registry` as `REGISTRY_*` variables of this process while the run lasts,
+    for the processes it starts (see the module); restored after."""
+    given = registry.environment()
+    given.pop("REGISTRY_URL", None)  # each case's argv names the run's registry
+    before = {name: os.environ.get(name) for name in given}
+    os.environ.update(given)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def with_twins(plan: Plan, registry_url: str) -> Plan:
@@ -55,6 +94,7 @@ def framed_plan(settings: AbSettings, plan: Plan, console: Console) -> Iterator[
         yield plan
         return
     with contextlib.ExitStack() as stack:
+        stack.enter_context(registry_environment(settings.registry))
         url = settings.registry.url
         if url is None:
             from localkafka.registry import LocalRegistry

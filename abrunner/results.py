@@ -42,7 +42,10 @@ class CaseResult(msgspec.Struct, kw_only=True, omit_defaults=True):
         decode_p50_us: median of the worker's sampled single decodes (every 32nd
             message timed with `perf_counter_ns`: wall time, preemption included),
             from the `worker_decode_seconds` histogram's delta.
-        handle_us: mean business-logic time per message.
+        handle_us: mean business-logic time per message (wall: an async
+            handler's awaits included).
+        handle_cpu_us: an async handler's mean CPU per message in its own steps
+            (`worker_handle_cpu_seconds`); None for a sync one (its time is CPU).
         gc_ms_per_s: milliseconds per second the worker spent in cyclic garbage
             collection (all generations) over the load window.
         gc_per_1k_msgs: cyclic garbage collections (all generations) per 1,000
@@ -103,6 +106,7 @@ class CaseResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     decode_us: float | None = None
     decode_p50_us: float | None = None
     handle_us: float | None = None
+    handle_cpu_us: float | None = None
     gc_ms_per_s: float | None = None
     gc_per_1k_msgs: float | None = None
     rss_peak_mb: float | None = None
@@ -137,7 +141,7 @@ class CaseResult(msgspec.Struct, kw_only=True, omit_defaults=True):
 FIGURES: Final = tuple(
     (  # noqa: SIM905 (a name a line would take 20 lines more)
         "throughput max_rate cpu_pct cpu_us_per_msg e2e_p50_ms e2e_p99_ms "
-        "e2e_p999_ms decode_us decode_p50_us handle_us gc_ms_per_s "
+        "e2e_p999_ms decode_us decode_p50_us handle_us handle_cpu_us gc_ms_per_s "
         "gc_per_1k_msgs rss_peak_mb rss_steady_mb wire_bytes lag_end lag_max "
         "processed target_rate producer_rate sent acked producer_failed "
         "seq_missing worker_exit"

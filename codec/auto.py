@@ -68,6 +68,11 @@ class AutoCodec:
             if canonical in by_content_type  # a format the schema cannot take: left out
         }
 
+    @property
+    def output(self) -> Codec[Any]:
+        """The codec `encode` writes with."""
+        return self._output
+
     def codec_for(self, content_type: bytes | None) -> Codec[Any]:
         """The codec for a header value (None: no header); raise `DecodeError`."""
         if content_type is None:

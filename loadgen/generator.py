@@ -35,6 +35,7 @@ from schemas.errors import ConfigError, LoadgenError
 from service.kafka.admin_topics import CONNECT_TIMEOUT_S, TopicAdmin, ensure_topics
 from service.kafka.connection import client_error
 from service.kafka.security_check import check_access
+from service.settings.registry_start import reach
 from service.telemetry.log_setup import cannot_reach, configure_logging
 
 START_DELAY_S: Final = 0.2
@@ -178,6 +179,8 @@ def _run(
     on_progress: Callable[[Progress], None] | None,
     should_stop: Callable[[], bool],
 ) -> Summary:
+    if s.framing != "none":  # before Kafka: a registry set up wrong is one line
+        reach(s.registry, LoadgenError)
     partitions = topic_partitions(s)
     if s.replay is not None:
         source = replay_source(s, partitions)

@@ -15,12 +15,15 @@ pydantic schema) is the reference; per codec the verdict is:
 
 Messages a codec cannot carry (its own encode or decode fails) are counted apart:
 `codec-schema check` without `--logic` is where those are explained. The handler is
-called exactly as the worker calls it (`handler(message)`, no bridge), so the verdict
-is the worker's.
+called exactly as the worker calls it (`handler(message)`, no bridge; an awaitable
+it returns is awaited, on one event loop for the whole check), so the verdict is the
+worker's.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import linecache
 import re
 import traceback
@@ -32,12 +35,15 @@ import msgspec
 from google.protobuf.message import Message
 from pydantic import BaseModel
 
-from codec import Codec, codec_refusal
+from codec import Codec, codec_refusal, get_codec
 from codec.views import LazyView
 from schemas.carried import carried
+from schemas.registry import SchemaName
 from schemas.user.loader import UserSchema
 from schematool.codecs import WIRE_CODECS, user_codec
 from schematool.logic_results import differences, normalise
+from service.logic.user_handler import as_coroutine
+from service.loop.async_path.event_loop import new_event_loop
 
 REFERENCE: Final = "json+pydantic"
 Verdict = Literal["reference", "works", "differs", "fails", "refused"]
@@ -114,7 +120,7 @@ class LogicReport:
 
 
 def check_logic(
-    schema: UserSchema,
+    schema: UserSchema | SchemaName,
     logic: str,
     handler: Callable[[Any], object],
     payloads: Sequence[dict[str, Any]],
@@ -125,7 +131,8 @@ def check_logic(
     """Run `handler` on every codec's decode of each payload; see the module docstring.
 
     Args:
-        schema: the message schema.
+        schema: the message schema (a user's, or a built-in's key: its pydantic
+            model is the reference, as a user's is).
         logic: the handler's spec, for the report.
         handler: the loaded handler (`service.logic.user_handler.load_handler`).
         payloads: the messages as builtins (`schemas.user.synthetic.make_payloads`,
@@ -137,38 +144,64 @@ def check_logic(
     verdicts: dict[str, CodecVerdict] = {}
     built: dict[str, Codec[Any]] = {}
     for name in names:
-        why = codec_refusal(name, schema)
+        why = None if isinstance(schema, str) else codec_refusal(name, schema)
         if why is not None:
             first = why.splitlines()[0].removeprefix("schema error: ")
             verdicts[name] = CodecVerdict(name, "refused", refusal=first)
         else:
-            built[name] = user_codec(name, schema)
+            built[name] = (
+                get_codec(name, schema)  # type: ignore[arg-type]
+                if isinstance(schema, str)
+                else user_codec(name, schema)
+            )
             verdicts[name] = CodecVerdict(name)
     verdicts[REFERENCE].verdict = "reference"
-    changed = carried(schema.shape, schema.source)
-    for payload in payloads:
-        _one_message(built, handler, payload, verdicts, changed)
+    changed = {} if isinstance(schema, str) else carried(schema.shape, schema.source)
+    loop = new_event_loop()
+    try:
+        call = _awaiting(handler, loop)
+        for payload in payloads:
+            _one_message(built, (handler, call), payload, verdicts, changed)
+    finally:
+        loop.close()
     for v in verdicts.values():
         if v.verdict == "works":
             v.verdict = "fails" if v.failed else "differs" if v.differed else "works"
-    return LogicReport(logic, schema.name, len(payloads), source, verdicts)
+    name = schema if isinstance(schema, str) else schema.name
+    return LogicReport(logic, name, len(payloads), source, verdicts)
+
+
+def _awaiting(
+    handler: Callable[[Any], object], loop: asyncio.AbstractEventLoop
+) -> Callable[[Any], object]:
+    """`handler` as the worker calls it: an awaitable it returns is awaited (on
+    one event loop for the whole check, as the worker's), its result returned."""
+
+    def call(obj: Any) -> object:
+        out = handler(obj)
+        if inspect.isawaitable(out):
+            return loop.run_until_complete(as_coroutine(out))
+        return out
+
+    return call
 
 
 def _one_message(
     built: dict[str, Codec[Any]],
-    handler: Callable[[Any], object],
+    handlers: tuple[Callable[[Any], object], Callable[[Any], object]],
     payload: dict[str, Any],
     verdicts: dict[str, CodecVerdict],
     changed: dict[str, list[str]],
 ) -> None:
-    expected = _outcome(built[REFERENCE], handler, payload)
+    handler, call = handlers
+    expected = _outcome(built[REFERENCE], call, payload)
     if expected is None:  # the model itself refuses it: not a handler question
         return
     verdicts[REFERENCE].carried += 1
     for name, codec in built.items():
         if name == REFERENCE:
             continue
-        got = _outcome(codec, handler, payload)
+        got = _outcome(codec, call, payload)
         if got is None:
             continue
         v = verdicts[name]

@@ -12,10 +12,24 @@
 #   kustomize             only when neither `kustomize` nor `kubectl kustomize` works:
 #                         built from its Go module when Go is present (else the k8s
 #                         build checks in tests/deploy/ are skipped)
+# With --stack (`make stack-test`, `make up`), also what runs the compose stack, where
+# `docker compose` reaches no Docker engine:
+#   podman, podman-compose  Debian's podman 4.3 and podman-compose 1.0.3, with runc
+#                         (crun refuses hybrid cgroups), netavark and aardvark-dns (name
+#                         resolution between containers) and catatonit (`init: true`)
+#   debootstrap           the stand-in images' Debian base (tests/deploy/standins/), for
+#                         a machine that reaches no container registry
 # Idempotent and quiet: prints nothing and exits 0 when everything is present; shows
 # the tools' output only when they fail. Runs as root, or through sudo. Targets Debian
 # bookworm (apt-get).
 set -euo pipefail
+
+stack=0
+case "${1:-}" in
+  --stack) stack=1 ;;
+  "") ;;
+  *) printf 'usage: %s [--stack]\n' "$0" >&2; exit 2 ;;
+esac
 
 KUSTOMIZE_MODULE="sigs.k8s.io/kustomize/kustomize/v5@v5.5.0"
 
@@ -52,6 +66,23 @@ command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
 command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
 command -v flatc >/dev/null 2>&1 || missing+=(flatbuffers-compiler)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+
+docker_engine() {
+  command -v docker >/dev/null 2>&1 && docker compose version >/dev/null 2>&1 \
+    && docker info >/dev/null 2>&1
+}
+
+if [ "$stack" = 1 ]; then
+  if ! docker_engine; then
+    command -v podman >/dev/null 2>&1 || missing+=(podman)
+    command -v podman-compose >/dev/null 2>&1 || missing+=(podman-compose)
+    command -v runc >/dev/null 2>&1 || missing+=(runc)
+    [ -x /usr/lib/podman/netavark ] || missing+=(netavark)
+    [ -x /usr/lib/podman/aardvark-dns ] || missing+=(aardvark-dns)
+    command -v catatonit >/dev/null 2>&1 || missing+=(catatonit)
+  fi
+  command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+fi
 
 if [ "${#missing[@]}" -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then

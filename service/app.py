@@ -10,8 +10,9 @@ error in place of a message stops the loop without storing that batch; a fatal
 client error (`error_cb`) stops it after the current batch. Either way the exit
 status is 1, so a supervisor restarts the worker.
 
-Start-up, before any consumer exists: the control plane binds its port, then the
-input, dead-letter and output topics are checked (or created, `--create-topics`).
+Start-up, before any consumer exists: the control plane binds its port, the schema
+registry is reached (`service.settings.registry_start`), then the input,
+dead-letter and output topics are checked (or created, `--create-topics`).
 A port in use or a missing topic is a configuration error (exit status 2); a
 cluster that does not answer is reported after `CONNECT_TIMEOUT_S` and every
 `REMIND_S` after that while the worker keeps trying; one that refuses this client's
@@ -42,10 +43,12 @@ from service.kafka.group_lag import watch_group
 from service.kafka.protocols import KafkaProducer, WorkerConsumer
 from service.kafka.security_check import check_access
 from service.lifecycle import signals
-from service.logic.builtin import Handler
+from service.loop.async_path.loop import AsyncLoop
 from service.loop.batch_loop import BatchLoop
 from service.loop.partition_starts import start_uncommitted
 from service.loop.shutdown_budget import Shutdown
+from service.loop.worker_loops import LoopChoice
+from service.settings.registry_start import prepare_worker
 from service.settings.worker import Settings
 from service.shadow.sampler import Shadow, shadow_for
 from service.telemetry.consumer_lag import LagGauges
@@ -120,7 +123,8 @@ class Worker:
         self._fatal: KafkaError | None = None
         self._admin: Topics | None = None
         self.consumer: WorkerConsumer | None = None
-        self.loop: BatchLoop | None = None
+        self.loop: BatchLoop | AsyncLoop | None = None
+        self._choice: LoopChoice | None = None
         self._renew: Callable[[], KafkaProducer] | None = None
         self._writes: BatchWrites | None = None
 
@@ -141,6 +145,7 @@ class Worker:
             port = control.start()  # a port in use: ConfigError, Kafka untouched
             stack.callback(control.stop)
             try:
+                prepare_worker(s, self.codec)  # before Kafka: nothing consumed
                 if not self._check_topics():
                     return 0  # stopped while Kafka was unreachable
                 log.info(
@@ -176,7 +181,7 @@ class Worker:
                 # garbage.
                 gc.freeze()
                 stack.callback(self.metrics.gc.install())
-                self.loop.run(self._stop.is_set, self._tick)
+                self._choice.run(self.loop, self._stop.is_set, self._tick, self._move)  # type: ignore[union-attr]
             except (FatalError, DeliveryError) as exc:
                 log.error("worker_failed", error=str(exc))
                 return 1
@@ -270,33 +275,24 @@ class Worker:
         consumer: WorkerConsumer,
         producer: KafkaProducer | None,
         shadow: Shadow | None = None,
-    ) -> BatchLoop:
+    ) -> BatchLoop | AsyncLoop:
         s = self.settings
-        p = s.processing
+        choice = self._choice = LoopChoice(s, self.codec, self.metrics)
         writes = self._writes = batch_writes(
-            s, self.metrics, consumer, producer, self._stop.is_set, self._renew
+            s,
+            self.metrics,
+            choice.writes_consumer(consumer),
+            producer,
+            self._stop.is_set,
+            self._renew,
         )
-        handler = Handler(s.codec.forms, p.logic, p.work_us, p.read_fields)
-        return BatchLoop(
-            consumer,
-            codec=self.codec,
-            step=handler.step,
-            results=handler.results,
-            transactions=writes.transactions,
-            metrics=self.metrics,
-            poison=writes.poison,
-            output=writes.output,
-            max_payload_bytes=s.codec.max_payload_bytes,
-            batch_size=p.batch_size,
-            batch_max_bytes=p.batch_max_bytes,
-            batch_timeout_s=p.batch_timeout_ms / 1000.0,
-            store_interval_s=p.offset_store_interval_ms / 1000.0,
-            latency_sample_every=s.metrics.latency_sample_every,
-            shadow=shadow,
-            max_attempts=p.max_attempts,
-            retry_backoff_ms=p.retry_backoff_ms,
-            message_budget=s.message_budget(),
-        )
+        return choice.build(consumer, writes, shadow)
+
+    def _move(self) -> AsyncLoop:
+        """A probed handler turned out async: the event loop, with what is held."""
+        assert self.consumer is not None and self._choice is not None  # noqa: S101
+        self.loop = self._choice.async_loop(self.consumer, self.assigned)
+        return self.loop
 
     # -- callbacks (run inside consume(), on the loop's thread) --------------------------
 
@@ -389,11 +385,6 @@ class Worker:
                 "(waiting for writes to be acknowledged?)"
             )
         return loop.hold.reason
-
-    @property
-    def close_timed_out(self) -> bool:
-        """Whether `close()` ran out of the shutdown budget (`service.loop.shutdown_budget`)."""
-        return self._shutdown.close_timed_out
 
     def _close_consumer(self) -> None:
         if self.consumer is not None:

@@ -114,13 +114,27 @@ _FLAGS: Final = (
         "--logic",
         ("processing", "logic"),
         "business logic: aggregate|noop|flaky|fields, or a team's MODULE:CALLABLE "
-        "called with each decoded message (its return value, if not None, is the "
-        "result written to --output-topic)",
+        "called with each decoded message (an async def, or a callable returning an "
+        "awaitable, is awaited on an event loop; its return value, if not None, is "
+        "the result written to --output-topic)",
     ),
     Flag(
         "--read-fields",
         ("processing", "read_fields"),
         "for --logic fields: dotted paths a,b.c, a count k (the first k fields) or all",
+    ),
+    Flag(
+        "--max-in-flight",
+        ("processing", "max_in_flight"),
+        "an async handler: messages in flight at most; at the bound the partitions "
+        "are paused",
+        int,
+    ),
+    Flag(
+        "--ordering",
+        ("processing", "ordering"),
+        "an async handler: partition|key|none, the messages handled one after "
+        "another (those of a partition, of a key, or none)",
     ),
     Flag(
         "--max-attempts",

@@ -152,6 +152,7 @@ _ONE_UNIT = {
     "tests/integration/test_registry_header.py": "schema-registry",
     "tests/integration/test_registry_interop.py": "schema-registry",
     "tests/integration/test_registry_loadgen.py": "schema-registry",
+    "tests/integration/test_registry_secured.py": "schema-registry",
     "tests/integration/test_registry_team.py": "schema-registry",
 }
 """Modules taken together as one unit: the session's schema registry (a JVM, about

@@ -75,6 +75,7 @@ def figures(
         decode_us=_scaled(decode.mean(), 1e6),
         decode_p50_us=_scaled(decode.quantile(0.5), 1e6),
         handle_us=_scaled(_delta(s0, s2, "worker_handle_seconds").mean(), 1e6),
+        handle_cpu_us=_scaled(_delta(s0, s2, "worker_handle_cpu_seconds").mean(), 1e6),
         gc_ms_per_s=1e3 * gc_s / window if gc_known else None,
         gc_per_1k_msgs=1e3 * gc_n / done_all if gc_known else None,
         rss_peak_mb=max([*rss, s1.rss]) / 2**20,

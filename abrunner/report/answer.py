@@ -99,8 +99,10 @@ def sentence(report: Report, profile: str, codec: str) -> str:
         head += f" ({profile})"
     max_mode = report.plan.max_mode
     trouble = _trouble(row, max_mode)
-    if trouble is not None:
-        return f"{head}: {trouble}"
+    handler = dict(report.plan.logic_verdicts).get(codec)
+    if trouble is not None:  # the handler's verdict says why, when it is the cause
+        mine = f" Your handler on its objects: {handler}." if handler else ""
+        return f"{head}: {trouble}{mine}"
     if base is None:
         return f"{head}: no comparison, the baseline did not run."
     if (base_trouble := _trouble(base, max_mode)) is not None:
@@ -127,7 +129,6 @@ def sentence(report: Report, profile: str, codec: str) -> str:
     if uncarried and not row.dead_lettered:
         rejected = "it rejected none of the traffic it was sent"
     parts.append(rejected + uncarried)
-    handler = dict(report.plan.logic_verdicts).get(codec)
     if handler is not None:
         parts.append(f"your handler on its objects: {handler}")
     code = not_run_by(report, codec)
@@ -233,6 +234,11 @@ def section(report: Report) -> list[str]:
         for codec in by_cpu(rows):
             if codec != base:
                 lines += [f"- {sentence(report, profile, codec)}"]
+        verdict = dict(report.plan.logic_verdicts).get(base)
+        if verdict is not None and base in rows:
+            lines += [
+                f"- **{base}** (the baseline): your handler on its objects: {verdict}."
+            ]
     if len(lines) == 2:
         return []
     lines.append("")

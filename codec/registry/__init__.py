@@ -1,7 +1,8 @@
 """Schema-registry framing: the codecs that have a registry form, behind the Confluent frame.
 
 Parts, in import order: `frame` (the header, message indexes) and `client` (a bounded
-Confluent-compatible HTTP client; `memory`, one without a registry, for benchmarks) <
+Confluent-compatible HTTP client; `memory`, one without a registry, for benchmarks;
+`access_check`, the one request every tool makes at start, naming a wrong setting) <
 `avro_resolution` (the derived Avro reader adapted to a team's writer schema),
 `protobuf_fields` (a registered message's fields against the codec's) <
 `decoders` (one per registered schema: Avro resolution, protobuf message indexes, JSON) < `framed` (``FramedCodec``: a wrapper
@@ -65,7 +66,8 @@ def frame_auto(
     *,
     cache_size: int = 1000,
 ) -> AutoCodec:
-    """The `auto` codec recognising frames by their magic byte (`auto_framed`).
+    """The `auto` codec recognising frames by their magic byte (`auto_framed`),
+    writing framed values when its output codec has a registry type.
 
     Args:
         auto: the `AutoCodec`.
@@ -79,7 +81,9 @@ def frame_auto(
         kind: frame_codec(codec, client, cache_size=cache_size)
         for kind, codec in by_type.items()
     }
-    return FramedAutoCodec(auto, framed, client, cache_size=cache_size)
+    output = auto.output
+    writer = None if framing_refusal(output.name) else frame_codec(output, client)
+    return FramedAutoCodec(auto, framed, client, cache_size=cache_size, output=writer)
 
 
 def frame_codec(

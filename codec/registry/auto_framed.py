@@ -59,6 +59,8 @@ class FramedAutoCodec(AutoCodec):
         client: the registry, asked once per id for its schema type.
         cache_size: ids whose type (or whose absence) is kept.
         unknown_ttl_s: how long an id the registry did not know is not asked again.
+        output: the output codec framed (`encode` writes with it), or None to
+            write unframed.
     """
 
     def __init__(
@@ -69,8 +71,13 @@ class FramedAutoCodec(AutoCodec):
         *,
         cache_size: int = 1000,
         unknown_ttl_s: float = 30.0,
+        output: Any = None,
     ) -> None:
         self.__dict__.update(auto.__dict__)  # the same codecs, output and aliases
+        if output is not None:
+            self._output = output
+        self.writer = output
+        """The framed output codec (its schema registered at start), or None."""
         self._auto = auto
         self._framed = dict(framed)
         self._client = client

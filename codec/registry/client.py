@@ -15,11 +15,19 @@ that does not serve it answers 404 with no Confluent error body (Apicurio Regist
 ids are integer globalIds and contentIds, can map one): `GuidsUnsupported`, which
 dead-letters the message with reason `guid_unsupported`. An unknown GUID on a
 registry that serves the endpoint is a 404 with `error_code` 40403 (`SchemaNotFound`).
+
+Only a 404 says anything about the message's schema id. Every other failure is the
+registry's or this client's: a refused login (401, 403: `RegistryRefused`), a CA
+file it cannot read, a certificate it does not trust, no answer, a 5xx, any other
+4xx answer to a lookup (`RegistryUnavailable`, the cause kept in `cause`). The
+client never raises for its settings when built: a CA file that cannot be read is
+reported by every call (and named by `codec.registry.access_check` at start).
 """
 
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import ssl
 import time
@@ -32,12 +40,38 @@ from typing import Any, Final, Protocol
 from schemas.errors import DecodeError
 
 _CONTENT: Final = "application/vnd.schemaregistry.v1+json"
+UNAVAILABLE: Final = "registry_unavailable"
+"""The `DecodeError` reason of a lookup the registry could not answer: the worker
+holds the message's partition back (never a dead letter)."""
 _MAX_REFERENCES: Final = 64
 """More schemas referenced than any real one: a reference loop or junk stops here."""
 
 
 class RegistryUnavailable(Exception):
-    """The registry did not answer within the bounded attempts."""
+    """The registry could not be used: no answer within the bounded attempts, a
+    TLS failure, a 5xx or another answer that is not about the schema asked for.
+
+    Args:
+        text: the one line.
+        cause: the last failure (an `OSError`, `ssl.SSLError`, `HTTPError`...), for
+            the start-up check to name the setting at fault.
+    """
+
+    def __init__(self, text: str, cause: BaseException | None = None) -> None:
+        super().__init__(text)
+        self.cause = cause
+
+
+class CaFileUnusable(RegistryUnavailable):
+    """The configured CA file is missing, unreadable or holds no certificate."""
+
+
+class RegistryRefused(RegistryUnavailable):
+    """The registry refused this client's credentials (HTTP 401, 403 or 407)."""
+
+    def __init__(self, text: str, status: int) -> None:
+        super().__init__(text)
+        self.status = status
 
 
 class SchemaNotFound(Exception):
@@ -59,6 +93,10 @@ class SchemaSource(Protocol):
 
     def register(self, subject: str, schema_type: str, text: str) -> int:
         """Registers ``text`` under ``subject``; returns its id."""
+        ...
+
+    def lookup(self, subject: str, schema_type: str, text: str) -> int | None:
+        """The id of ``text`` if it is registered under ``subject``, else None."""
         ...
 
 
@@ -107,12 +145,15 @@ class RegistryClient:
         if access.username is not None:
             pair = f"{access.username}:{access.password or ''}".encode()
             self._headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
-        self._tls = (
-            ssl.create_default_context(cafile=access.ca_file)
-            if access.ca_file
-            else None
-        )
+        self._tls: ssl.SSLContext | None = None
+        self._tls_error: OSError | None = None
+        if access.ca_file:
+            try:
+                self._tls = ssl.create_default_context(cafile=access.ca_file)
+            except OSError as exc:  # missing, unreadable, no certificate in it
+                self._tls_error = exc
         self._down_until = 0.0
+        self._failure = ""
 
     def schema_by_id(self, ref: int | str) -> RegisteredSchema:
         """The schema registered under id ``ref`` (an int) or GUID (hex text).
@@ -126,7 +167,7 @@ class RegistryClient:
             path = f"/schemas/ids/{ref}"
         else:
             path = f"/schemas/guids/{ref[:8]}-{ref[8:12]}-{ref[12:16]}-{ref[16:20]}-{ref[20:]}"
-        body = self._call("GET", path, None)
+        body = dict(self._call("GET", path, None))
         texts: dict[tuple[str, int], str] = {}
         self._referenced(body, texts)
         return RegisteredSchema(
@@ -147,7 +188,9 @@ class RegistryClient:
             if len(texts) >= _MAX_REFERENCES:
                 raise ValueError(f"more than {_MAX_REFERENCES} schema references")
             subject = urllib.parse.quote(key[0], safe="")
-            found = self._call("GET", f"/subjects/{subject}/versions/{key[1]}", None)
+            found = dict(
+                self._call("GET", f"/subjects/{subject}/versions/{key[1]}", None)
+            )
             texts[key] = ""  # taken: a cycle ends here
             self._referenced(found, texts)
             texts[key] = str(found["schema"])
@@ -156,18 +199,42 @@ class RegistryClient:
         """Registers ``text`` under ``subject`` (an existing equal one keeps its id).
 
         Raises:
-            RegistryUnavailable: no answer within the budget.
+            RegistryUnavailable: no answer within the budget (`RegistryRefused`:
+                the credentials were refused).
             ValueError: the registry refused it (the text says why).
         """
-        payload: dict[str, Any] = {"schema": text}
-        if schema_type != "AVRO":
-            payload["schemaType"] = schema_type
         path = f"/subjects/{urllib.parse.quote(subject, safe='')}/versions"
-        return int(self._call("POST", path, payload)["id"])
+        return int(self._call("POST", path, _payload(schema_type, text))["id"])
 
-    def _call(self, method: str, path: str, payload: Any) -> dict[str, Any]:
+    def lookup(self, subject: str, schema_type: str, text: str) -> int | None:
+        """The id ``text`` has under ``subject`` if it is registered there, else
+        None (`POST /subjects/{subject}`): a writer whose key may read but not
+        register writes with the id of a schema registered by someone else.
+
+        Raises:
+            RegistryUnavailable: as `register`.
+            ValueError: the registry refused the request.
+        """
+        path = f"/subjects/{urllib.parse.quote(subject, safe='')}"
+        try:
+            return int(self._call("POST", path, _payload(schema_type, text))["id"])
+        except SchemaNotFound:  # no such subject, or not this schema in it
+            return None
+
+    def get(self, path: str) -> Any:
+        """``GET path`` under the base URL, bounded like every call (the start-up
+        check's probe, `codec.registry.access_check`)."""
+        return self._call("GET", path, None)
+
+    def _call(self, method: str, path: str, payload: Any) -> Any:
+        if self._tls_error is not None:
+            raise CaFileUnusable(
+                f"registry CA file {self.access.ca_file!r} cannot be used: "
+                f"{describe(self._tls_error)}",
+                self._tls_error,
+            )
         if time.monotonic() < self._down_until:
-            raise RegistryUnavailable("registry unavailable (cooling down)")
+            raise RegistryUnavailable(f"{self._failure} (not asked again yet)")
         data = None if payload is None else json.dumps(payload).encode()
         headers = dict(self._headers)
         if data is not None:
@@ -175,7 +242,7 @@ class RegistryClient:
         request = urllib.request.Request(  # noqa: S310 (a configured http(s) URL)
             self._base + path, data=data, headers=headers, method=method
         )
-        last = ""
+        last: BaseException | None = None
         for attempt in range(self.access.attempts):
             if attempt:
                 time.sleep(self.access.backoff_s * 2 ** (attempt - 1))
@@ -183,21 +250,62 @@ class RegistryClient:
                 with urllib.request.urlopen(  # noqa: S310 (a configured http(s) URL)
                     request, timeout=self.access.timeout_s, context=self._tls
                 ) as reply:
-                    return dict(json.loads(reply.read()))
+                    return json.loads(reply.read())
             except urllib.error.HTTPError as exc:
                 if exc.code == 404:
                     raise _not_found(path, exc) from None
+                exc.close()  # its socket, now
+                if exc.code in _REFUSED:
+                    text = f"registry refused {method} {path}: HTTP {exc.code}"
+                    raise RegistryRefused(self._cool_down(text), exc.code) from None
                 if exc.code < 500 and exc.code != 429:
-                    raise ValueError(
-                        f"registry refused {method} {path}: HTTP {exc.code}"
-                    ) from None
-                last = f"HTTP {exc.code}"
-            except (OSError, ValueError) as exc:  # refused, timed out, not JSON
-                last = type(exc).__name__
+                    if method == "POST":  # the schema itself refused (409, 422)
+                        raise ValueError(
+                            f"registry refused {method} {path}: HTTP {exc.code}"
+                        ) from None
+                    # not an answer about the id: the registry's fault, asked later
+                    text = f"registry answered {method} {path} with HTTP {exc.code}"
+                    raise RegistryUnavailable(self._cool_down(text), exc) from None
+                last = exc
+            # refused, timed out, not HTTP (another service's port), not JSON
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                last = exc
+        text = f"registry unavailable after {self.access.attempts} attempts"
+        raise RegistryUnavailable(self._cool_down(f"{text} ({describe(last)})"), last)
+
+    def _cool_down(self, failure: str) -> str:
+        """No request for `cooldown_s` after ``failure`` (returned)."""
         self._down_until = time.monotonic() + self.access.cooldown_s
-        raise RegistryUnavailable(
-            f"registry unavailable after {self.access.attempts} attempts ({last})"
-        )
+        self._failure = failure
+        return failure
+
+
+def _payload(schema_type: str, text: str) -> dict[str, Any]:
+    payload: dict[str, Any] = {"schema": text}
+    if schema_type != "AVRO":  # the API's default type
+        payload["schemaType"] = schema_type
+    return payload
+
+
+_REFUSED: Final = (401, 403, 407)
+"""Answers that refuse this client's credentials: retrying cannot help."""
+
+
+def describe(exc: BaseException | None) -> str:
+    """A failure in a few words: an HTTP status, OpenSSL's reason, the OS's."""
+    if exc is None:
+        return "no attempt"
+    if isinstance(exc, urllib.error.HTTPError):
+        return f"HTTP {exc.code}"
+    reason: Any = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        return f"certificate verify failed: {reason.verify_message}"
+    if isinstance(reason, ssl.SSLError):
+        return f"TLS: {reason.reason or reason.strerror or reason}"
+    if isinstance(reason, OSError) and reason.strerror:
+        return f"{type(reason).__name__}: {reason.strerror}"
+    text = " ".join(str(reason).split())[:120] or type(reason).__name__
+    return f"{type(reason).__name__}: {text}" if text != type(reason).__name__ else text
 
 
 def _not_found(path: str, exc: urllib.error.HTTPError) -> SchemaNotFound:
@@ -224,7 +332,8 @@ def _not_found(path: str, exc: urllib.error.HTTPError) -> SchemaNotFound:
 
 
 def lookup_error(codec: str, ref: int | str, exc: Exception) -> DecodeError:
-    """The `DecodeError` for a failed lookup of schema ``ref``, naming it."""
+    """The `DecodeError` for a failed lookup of schema ``ref``, naming it: reason
+    `registry_unavailable` (the worker waits) only for the registry's failures."""
     if isinstance(exc, GuidsUnsupported):
         return DecodeError(
             f"schema GUID {ref}: {exc}", codec=codec, reason="guid_unsupported"
@@ -235,6 +344,7 @@ def lookup_error(codec: str, ref: int | str, exc: Exception) -> DecodeError:
             codec=codec,
             reason="schema_unknown",
         )
-    return DecodeError(
-        f"schema id {ref}: {exc}", codec=codec, reason="registry_unavailable"
-    )
+    if isinstance(exc, RegistryUnavailable):
+        return DecodeError(f"schema id {ref}: {exc}", codec=codec, reason=UNAVAILABLE)
+    # an answer that cannot be read: junk, a reference loop
+    return DecodeError(f"schema id {ref}: {exc}", codec=codec, reason="schema_mismatch")

@@ -246,8 +246,17 @@ class FramedCodec:
         self._prefix = prefix
 
     def register(self, subject: str) -> int:
-        """Registers ``schema_text`` under ``subject`` and writes with its id."""
-        schema_id = self.client.register(subject, self.schema_type, self.schema_text())
+        """Looks ``schema_text`` up under ``subject``, registers it if it is not
+        there, and writes with its id.
+
+        Raises:
+            RegistryUnavailable: the registry could not be used.
+            ValueError: it refused the schema (incompatible with the subject's).
+        """
+        text = self.schema_text()
+        schema_id = self.client.lookup(subject, self.schema_type, text)
+        if schema_id is None:
+            schema_id = self.client.register(subject, self.schema_type, text)
         self.use_writer(schema_id)
         return schema_id
 

@@ -27,11 +27,17 @@ class InMemoryRegistry:
         except KeyError:
             raise SchemaNotFound(str(ref)) from None
 
-    def register(self, subject: str, schema_type: str, text: str) -> int:
-        """Registers ``text`` (an equal one keeps its id); returns the id."""
+    def lookup(self, subject: str, schema_type: str, text: str) -> int | None:
+        """The id of an equal schema registered before, else None."""
         for known, schema in self._schemas.items():
             if isinstance(known, int) and schema.text == text:
                 return known
+        return None
+
+    def register(self, subject: str, schema_type: str, text: str) -> int:
+        """Registers ``text`` (an equal one keeps its id); returns the id."""
+        if (known := self.lookup(subject, schema_type, text)) is not None:
+            return known
         schema_id = len(self._schemas) + 1
         self._schemas[schema_id] = RegisteredSchema(schema_type, text)
         return schema_id

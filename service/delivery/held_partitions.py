@@ -54,7 +54,8 @@ class Hold:
         self._m = metrics
         self._clock = clock
         self.held: dict[int, TopicPartition] = {}
-        """Paused partitions and the offset each is rewound to."""
+        """Paused partitions and the offset each is rewound to: everything before
+        it is done (its writes confirmed), so it is what is stored for it."""
         self._retrying: set[int] = set()
         self._backoff = FIRST_BACKOFF_S
         self._retry_at = 0.0
@@ -68,12 +69,15 @@ class Hold:
         msgs: Sequence[KafkaMessage],
         error: BaseException,
         rewind: Mapping[int, int] | None = None,
+        *,
+        registry: bool = False,
     ) -> None:
         """Pause and rewind every partition of `msgs`; retry after the back-off.
 
         Each is rewound to the batch's first offset for it, or to `rewind`'s
         offset for it if given (exactly-once, a new producer: the group's
-        committed offsets, `service.delivery.transactions`)."""
+        committed offsets, `service.delivery.transactions`). `registry`: not a
+        write but the schema registry failed (`service.loop.registry_wait`)."""
         firsts: dict[int, TopicPartition] = {}
         rewind = rewind or {}
         for m in msgs:
@@ -88,19 +92,19 @@ class Hold:
             for tp in tps:
                 self._consumer.seek(tp)
         for p, tp in firsts.items():
-            self.held.setdefault(p, tp)
+            if p not in self.held or tp.offset < self.held[p].offset:
+                self.held[p] = tp  # the earliest: a failed write after a wait
             self._retrying.discard(p)
         retry_in = self._backoff
         self._retry_at = self._clock() + retry_in
         self._backoff = min(self._backoff * 2, MAX_BACKOFF_S)
-        self.reason = (
-            f"degraded: writes failed, {len(self.held)} partition(s) paused: {error}"
-        )
+        what = "the schema registry failed" if registry else "writes failed"
+        self.reason = f"degraded: {what}, {len(self.held)} partition(s) paused: {error}"
         self.active = True
-        self._m.delivery_failures.inc()
+        (self._m.registry_waits if registry else self._m.delivery_failures).inc()
         self._m.degraded.set(1)
         log.error(
-            "delivery_failed",
+            "registry_unavailable" if registry else "delivery_failed",
             error=str(error),
             paused=sorted(self.held),
             rewound_to=[f"{p}@{tp.offset}" for p, tp in sorted(self.held.items())],

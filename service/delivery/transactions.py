@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import structlog
@@ -83,7 +83,9 @@ class NoTransactions:
     def begin(self) -> None:
         """Nothing to begin."""
 
-    def commit(self, positions: Sequence[TopicPartition], held: Container[int]) -> None:
+    def commit(
+        self, positions: Sequence[TopicPartition], held: Mapping[int, TopicPartition]
+    ) -> None:
         """Nothing to commit here: the loop stores offsets."""
 
     def abort(self) -> Rewind | None:
@@ -164,9 +166,12 @@ class Transactions:
             return
         raise FatalError("begin_transaction failed after aborts and new producers")
 
-    def commit(self, positions: Sequence[TopicPartition], held: Container[int]) -> None:
-        """Send the consumed positions (not those of rewound, `held`, partitions)
-        to the transaction and commit it.
+    def commit(
+        self, positions: Sequence[TopicPartition], held: Mapping[int, TopicPartition]
+    ) -> None:
+        """Send the consumed positions (a rewound, `held`, partition's: the offset
+        it was rewound to, nothing past it being done) to the transaction and
+        commit it.
 
         Raises:
             DeliveryError: the transaction failed: the caller calls `abort`, which
@@ -177,8 +182,8 @@ class Transactions:
         if positions:
             done = [
                 tp
-                for tp in self._consumer.position(list(positions))
-                if tp.offset >= 0 and tp.partition not in held
+                for at in self._consumer.position(list(positions))
+                if (tp := held.get(at.partition, at)).offset >= 0
             ]
         try:
             if done:

@@ -11,7 +11,7 @@ that breaks an invariant raises `LogicError` (poison).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from time import perf_counter_ns
 from typing import Any, Final, Protocol
@@ -22,7 +22,12 @@ from schemas.user.loader import UserSchema
 from schemas.wire_shape import shape_of
 from service.logic.field_reader import read_every_field
 from service.logic.named_fields import field_paths, read_named_fields
-from service.logic.user_handler import is_user_logic, load_handler
+from service.logic.user_handler import (
+    FirstCallProbe,
+    awaits,
+    is_user_logic,
+    load_handler,
+)
 
 _KEYS: Final = 4096
 """Aggregates are kept per key modulo this, so memory stays bounded."""
@@ -120,10 +125,23 @@ class Handler:
         """Whether the step's return value is the result to write downstream (a
         team's handler); else the decoded message itself is (the stubs)."""
         self.step: Callable[[Any], object] | None = None
+        self.awaits = False
+        """The step is an async handler (`service.logic.user_handler.awaits`): the
+        worker runs it on its event loop (`service.loop.async_path.loop`)."""
+        self.probe: FirstCallProbe | None = None
+        """A team's plain callable, until its first call says whether it returns
+        awaitables (`FirstCallProbe`); None otherwise."""
         if self.results:
             handler = load_handler(logic)
-            # Called as is, no wrapper: the same cost on every codec.
-            self.step = _with_work(handler, int(work_us * 1000)) if work_us else handler
+            self.awaits = awaits(handler)
+            work_ns = int(work_us * 1000)
+            if self.awaits:
+                self.step = _with_work_async(handler, work_ns) if work_ns else handler
+                return
+            # Called as is, no wrapper, once its first call has returned: the same
+            # cost on every codec.
+            step = _with_work(handler, work_ns) if work_ns else handler
+            self.step = self.probe = FirstCallProbe(step)
             return
         logic_step: _Logic | None = None
         if logic == "fields":
@@ -161,7 +179,9 @@ class _Flaky:
         self._failed: Any = None
 
     def __call__(self, obj: Any) -> None:
-        if obj is self._failed:  # the retry of the message that just failed
+        # The retry of the message that just failed: equal, not the same object
+        # (each attempt decodes the message again).
+        if self._failed is not None and obj == self._failed:
             self._failed = None
         else:
             self._seen += 1
@@ -179,6 +199,21 @@ def _with_work(
 
     def work(obj: Any) -> object:
         result = None if step is None else step(obj)
+        deadline = perf_counter_ns() + work_ns
+        while perf_counter_ns() < deadline:
+            pass
+        return result
+
+    return work
+
+
+def _with_work_async(
+    step: Callable[[Any], Any], work_ns: int
+) -> Callable[[Any], Awaitable[object]]:
+    """An async `step` followed by `work_ns` of busy CPU once it has returned."""
+
+    async def work(obj: Any) -> object:
+        result = await step(obj)
         deadline = perf_counter_ns() + work_ns
         while perf_counter_ns() < deadline:
             pass

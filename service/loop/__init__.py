@@ -9,6 +9,10 @@
 | `shutdown_budget` | what a SIGTERM may still cost: the last batch, the flush, the close |
 | `message_budget` | the per-message budget for decode plus logic: a timer, not a per-message cost |
 | `backstop` | the budget's hard backstop: a call stuck in C exits; the restarts dead-letter it |
+| `timer_overhead` | the clock's own cost, taken off each timed sample |
+| `worker_loops` | which loop a worker runs: sync batches, or the async path for an async handler |
+| `async_path/` | a team's async handler awaited on an event loop (`service.loop.async_path`) |
+| `registry_wait` | a framed message whose schema the registry cannot give: its partition waits, no dead letter |
 
 May import `service.delivery`, `service.kafka`, `service.lifecycle`, `service.logic`,
 `service.telemetry`, and `schemas`/`codec`; nothing imports it but `service.app`.

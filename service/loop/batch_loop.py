@@ -38,6 +38,7 @@ from service.kafka.protocols import KafkaConsumer, KafkaMessage
 from service.loop import heap_trim
 from service.loop.hotpath import MessagePath, Step, Tally, clock_overhead_ns
 from service.loop.message_budget import BatchAbandoned, Budget, MessageBudget
+from service.loop.registry_wait import RegistryWait, after_wait
 from service.telemetry.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -51,8 +52,7 @@ three `perf_counter_ns` calls and a slice and call for the run after it, ~0.4 us
 so ~0.013 us a message; 40k msg/s still gives 1,250 timed decodes a second."""
 
 TIMER_WAIT_MAX_S: Final = 0.05
-"""Batch waits up to this sleep between small batches (`BatchLoop.run`); longer
-ones always wait on librdkafka's queue."""
+"""Waits up to this sleep between small batches, longer on the queue (`BatchLoop.run`)."""
 
 
 class BatchLoop:
@@ -158,7 +158,6 @@ class BatchLoop:
 
     def revoke(self, partitions: Sequence[int]) -> None:
         """Partitions taken away (revoked or lost): no longer stored or held.
-
         Runs inside `consume()`, between batches: what was processed is stored
         first, so the commit on revoke sends it."""
         self.flush()
@@ -222,8 +221,7 @@ class BatchLoop:
         self.flush()
 
     def flush(self) -> None:
-        """Store the positions of processed batches not stored yet (between
-        batches only: after a batch is handled, before the next `consume()`)."""
+        """Store the processed positions not stored yet (between batches only)."""
         if self._unstored:
             self._store()
 
@@ -245,12 +243,15 @@ class BatchLoop:
         handle_ns: list[int] = []
         self._txn.begin()
         try:
-            nbytes = self._handle_each(msgs, tally, decode_ns, handle_ns)
+            try:  # free unless it raises (zero-cost try since Python 3.11)
+                nbytes = self._handle_each(msgs, tally, decode_ns, handle_ns)
+            except RegistryWait as wait:  # that partition held, the others go on
+                msgs, nbytes = after_wait(self._handle_each, wait, msgs, tally, hold)
             # Bytes per message, per batch: 1 MB messages must not come 500 at once.
             if nbytes > self._max_bytes // self._batch_size * len(msgs) or (
                 self._size < self._batch_size
             ):
-                mean = max(1, nbytes // len(msgs))
+                mean = max(1, nbytes // max(1, len(msgs)))  # all waiting: none
                 size = max(1, min(self._batch_size, self._max_bytes // mean))
                 if size == self._batch_size:  # a burst of large values has ended
                     heap_trim.trim()
@@ -325,10 +326,10 @@ class BatchLoop:
             return
         positions = [
             tp
-            for tp in consumer.position(self._positions)
-            if tp.offset >= 0
+            for at in consumer.position(self._positions)
+            # rewound (held): stored up to where it was, nothing past it is confirmed
+            if (tp := held.get(at.partition, at)).offset >= 0
             and stored.get(tp.partition) != tp.offset
-            and tp.partition not in held  # rewound: nothing past it is confirmed
         ]
         if not positions:
             return
@@ -394,6 +395,5 @@ class BatchLoop:
 
 
 def _less_clock(samples_ns: list[int], clock_ns: int) -> list[float]:
-    """Seconds of each timed sample less the clock's own cost (`clock_overhead_ns`);
-    a sample shorter than that cost counts as 0, never negative."""
+    """Each sample in seconds less the clock's own cost (`clock_overhead_ns`), >= 0."""
     return [(t - clock_ns) * 1e-9 if t > clock_ns else 0.0 for t in samples_ns]

@@ -10,6 +10,9 @@ get the general loop. Whatever is unusual (a consumer error, no value, a value o
 `max_payload_bytes`, a decode or logic failure) leaves the loop through one
 `except` and is sorted out off the common path (`_failed`, `_rejected`).
 
+A framed value whose schema the registry could not give (down, refusing this client)
+is no dead letter: its partition waits (`service.loop.registry_wait`).
+
 A framed codec's value that failed to decode and carries a `__value_schema_id`
 header (confluent-kafka 2.x's header form: the value unframed, its schema id in the
 header) is decoded again there, by the header (`_failed` returns the object and the
@@ -49,6 +52,8 @@ from service.delivery.outputs import Emit
 from service.kafka.headers import CONTENT_TYPE
 from service.kafka.protocols import KafkaMessage
 from service.loop.message_budget import OverBudget
+from service.loop.registry_wait import wait_if_registry
+from service.loop.timer_overhead import clock_overhead_ns as clock_overhead_ns
 
 Step = Callable[[Any], object]
 """The business logic for one decoded message; raises to reject it."""
@@ -118,25 +123,32 @@ class MessagePath:
         self._retried = retried
         self._attempts = max_attempts
         self._backoff_s = retry_backoff_s
-        decode = codec.decode_unchecked
+        self._decode = codec.decode_unchecked
         self._pick = _by_content_type(codec) if isinstance(codec, AutoCodec) else None
         self._headed: Callable[[bytes, bytes], Any] | None = getattr(
             codec, "decode_headed", None
         )
         """A framed codec's decode by the `__value_schema_id` header (`_failed`)."""
         self.run: Run
-        if self._pick is not None or emit is not None:
+        self.timed: Timed
+        """Handles one message as `run` would, timing its decode and its logic alone;
+        returns its payload bytes if it was handled, else 0."""
+        self.rebind(step)
+        self.hot_code = (self.run.__code__, self.timed.__code__, _REJECTED_CODE)
+        """The per-message functions' code, each holding the message in `m`
+        (`service.loop.message_budget` finds the message in hand by it)."""
+
+    def rebind(self, step: Step | None) -> None:
+        """Build the loops for `step`; called again, from the next run on
+        (`FirstCallProbe`: a team's handler whose first call said it is sync)."""
+        self._step, decode = step, self._decode
+        if self._pick is not None or self._emit is not None:
             self.run = self._general(decode)
         elif step is None:
             self.run = self._plain_noop(decode)
         else:
             self.run = self._plain(decode, step)
-        self.timed: Timed = self._timed(decode)
-        """Handles one message as `run` would, timing its decode and its logic alone;
-        returns its payload bytes if it was handled, else 0."""
-        self.hot_code = (self.run.__code__, self.timed.__code__, _REJECTED_CODE)
-        """The per-message functions' code, each holding the message in `m`
-        (`service.loop.message_budget` finds the message in hand by it)."""
+        self.timed = self._timed(decode)
 
     # -- the loops ------------------------------------------------------------------------
     # The three loops repeat their first lines on purpose: a shared helper would cost a
@@ -301,14 +313,15 @@ class MessagePath:
                     raise
                 except Exception as again:  # the header's error is the one to tell
                     exc = again
+            wait_if_registry(m, exc)  # the registry's failure, not the message's
             tally.poison.append(Poison.undecodable(m, self._name, exc))  # type: ignore[arg-type]
         return _UNDECODED
 
     def _rejected(
         self, m: KafkaMessage, obj: Any, exc: BaseException, tally: Tally
     ) -> object:
-        """Retry the logic in place (order is kept) up to the budget of attempts;
-        a message over its time budget (`OverBudget`) is not retried.
+        """Retry the logic in place (order is kept), each attempt on the message
+        decoded again, up to the budget of attempts; not one over its time budget.
 
         Returns:
             What the attempt that passed returned, or `_REJECTED` if every attempt
@@ -321,7 +334,7 @@ class MessagePath:
             try:
                 time.sleep(self._backoff_s * 2 ** (attempt - 2))
                 self._retried()
-                return self._step(obj)
+                return self._step(self._fresh(m))
             except MemoryError:
                 raise
             except (Exception, OverBudget) as again:
@@ -332,6 +345,13 @@ class MessagePath:
         else:
             tally.poison.append(Poison.rejected(m, exc, attempt))  # type: ignore[arg-type]
         return _REJECTED
+
+    def _fresh(self, m: KafkaMessage) -> Any:
+        """`m` decoded again: a retry never sees what an attempt changed."""
+        value, header = m.value(), self._headed and _schema_id(m)
+        if header:
+            return self._headed(header, value)  # type: ignore[misc, arg-type]
+        return (self._decode if self._pick is None else self._pick(m))(value)  # type: ignore[arg-type]
 
     def _unencodable(
         self, emit: Emit, m: KafkaMessage, obj: Any, out: object, tally: Tally
@@ -348,23 +368,6 @@ class MessagePath:
 
 
 _REJECTED_CODE: Final = MessagePath._rejected.__code__
-
-
-def clock_overhead_ns(samples: int = 2001) -> int:
-    """What a pair of `perf_counter_ns` readings adds to the interval between them.
-
-    The median of `samples` empty brackets (`t0 = clock(); t1 = clock()`), the shape
-    `timed` uses: ~70-100 ns here, 7-10 % of a protobuf decode, so the worker
-    subtracts it from each timed decode and logic call (and exports it as
-    `worker_timer_overhead_seconds`). ~0.2 ms, once at start-up."""
-    clock = perf_counter_ns
-    gaps = []
-    for _ in range(samples):
-        t0 = clock()
-        t1 = clock()
-        gaps.append(t1 - t0)
-    gaps.sort()
-    return gaps[len(gaps) // 2]
 
 
 def _by_content_type(

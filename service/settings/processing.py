@@ -55,6 +55,18 @@ class ProcessingSettings(Section):
     delivery_timeout_s: Annotated[float, Field(ge=0.001, le=2_147_483)] = 30.0
     """How long a dead letter or output write may take to be acknowledged; past it
     the batch's partitions are rewound and paused, and retried with back-off."""
+    max_in_flight: Annotated[int, Field(ge=1, le=100_000)] = 100
+    """An async handler (`async def`, or a callable returning an awaitable): the
+    most messages consumed and not yet finished (handled, their writes confirmed,
+    their offsets stored) at once; at the bound the partitions are paused, and
+    resumed once half of it is free (`service.loop.async_path.loop`). A sync handler
+    handles one message at a time and ignores it."""
+    ordering: Literal["partition", "key", "none"] = "partition"
+    """An async handler: which messages are handled one after another. `partition`:
+    those of one partition, in offset order (at most one message per partition in
+    the handler); `key`: those of one key within a partition (different keys at
+    once); `none`: any at once, up to `max_in_flight`. Offsets are stored for each
+    partition's contiguous prefix of finished messages whatever the ordering."""
     max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
     """Attempts of the logic per message before it is dead-lettered (1: no retry)."""
     retry_backoff_ms: Annotated[float, Field(ge=0, le=60_000)] = 50.0

@@ -33,6 +33,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -182,8 +183,13 @@ def _shown(path: Path_, value: Any) -> str:
         return "{keys: " + ", ".join(sorted(map(str, value))) + "}"
     if any(is_secret_key(str(p)) for p in path):
         return MASK
-    text = repr(value)
+    text = _URL_SECRET.sub(rf"\1{MASK}@", repr(value))
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+_URL_SECRET: Final = re.compile(r"(://[^/:@\s'\"]*:)[^@/\s'\"]*@")
+"""The password of a URL's `user:password@` (a registry URL with its key and
+secret), masked wherever a value is shown."""
 
 
 def _siblings(model: type[BaseModel], parent: Path_) -> list[str]:

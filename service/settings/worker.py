@@ -225,6 +225,15 @@ class Settings(BaseModel):
             raise ValueError(f"codec.framing = {c.framing!r}: {why}")
         if c.framing != "none" and c.shadow is not None:
             raise ValueError("codec.shadow: not with --framing confluent")
+        if c.framing != "none" and c.name == "auto" and self.processing.output_topic:
+            from codec.registry import framing_refusal
+
+            output = c.auto_output or c.auto_json
+            if (why := framing_refusal(output)) is not None:
+                raise ValueError(
+                    f"codec.auto_output: --framing confluent writes --output-topic "
+                    f"framed, and {why}"
+                )
         return self
 
     def build_codec(self) -> Codec[Any]:

@@ -91,12 +91,27 @@ class Metrics:
         ).labels(codec)
         self.handle_seconds = BatchHistogram(
             "worker_handle_seconds",
-            "Wall time of the business logic of single messages (those decode-timed), "
+            "Wall time of the business logic of single messages (those decode-timed; "
+            "an async handler: every message, its awaits included), "
             "less the clock's own cost.",
             PER_MESSAGE_BUCKETS,
             ["codec"],
             registry,
         ).labels(codec)
+        self.handle_cpu_seconds = BatchHistogram(
+            "worker_handle_cpu_seconds",
+            "An async handler's CPU time per message: its own steps only, not the "
+            "time it waited for its awaits (every 32nd message is timed).",
+            PER_MESSAGE_BUCKETS,
+            ["codec"],
+            registry,
+        ).labels(codec)
+        self.async_pauses = Counter(
+            "worker_async_pauses",
+            "Times an async handler's messages in flight held max_in_flight for a "
+            "second and the partitions were paused.",
+            registry=registry,
+        )
         self.e2e_latency = _E2ELatency(registry, codec).child
         """Fed raw ages in ns (`add_ages`); also exported, by reason, are the
         sampled messages whose latency was not observed."""
@@ -161,9 +176,17 @@ class Metrics:
             "partitions were rewound and paused, and retried.",
             registry=registry,
         )
+        self.registry_waits = Counter(
+            "worker_registry_waits",
+            "Times the schema registry could not give a message's schema (down, "
+            "refusing this client): the message's partition was paused and retried, "
+            "the message not dead-lettered.",
+            registry=registry,
+        )
         self.degraded = Gauge(
             "worker_degraded",
-            "1 while partitions are paused for a failed write (see /readyz).",
+            "1 while partitions are paused for a failed write or an unusable schema "
+            "registry (see /readyz).",
             registry=registry,
         )
         info = Gauge(

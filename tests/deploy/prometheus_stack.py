@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Final, TypeVar
+from typing import IO, Any, Final, Protocol, TypeVar
 
 import pytest
 import yaml
@@ -76,6 +76,15 @@ def api(base: str, path: str, **params: str) -> Any:
     if answer.get("status") != "success":
         raise AssertionError(f"{path} {params}: {answer}")
     return answer["data"]
+
+
+def instant_query(base: str, expr: str) -> list[dict[str, Any]]:
+    """An instant query's samples (a scalar becomes one unlabelled sample)."""
+    data = api(base, "query", query=expr)
+    if data["resultType"] == "scalar":
+        return [{"metric": {}, "value": data["result"]}]
+    result: list[dict[str, Any]] = data["result"]
+    return result
 
 
 @dataclass
@@ -163,11 +172,7 @@ class Stack:
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         """An instant query's samples (a scalar becomes one unlabelled sample)."""
-        data = api(self.prometheus, "query", query=expr)
-        if data["resultType"] == "scalar":
-            return [{"metric": {}, "value": data["result"]}]
-        result: list[dict[str, Any]] = data["result"]
-        return result
+        return instant_query(self.prometheus, expr)
 
 
 def _console_script(name: str) -> list[str]:
@@ -231,7 +236,16 @@ def substitute(text: str, values: Mapping[str, str]) -> str:
     )
 
 
-def resolve_variables(stack: Stack, dashboard: Mapping[str, Any]) -> dict[str, str]:
+class PrometheusAt(Protocol):
+    """Anything that names a Prometheus server's base URL (a `Stack`, the compose stack)."""
+
+    @property
+    def prometheus(self) -> str: ...
+
+
+def resolve_variables(
+    stack: PrometheusAt, dashboard: Mapping[str, Any]
+) -> dict[str, str]:
     """Each query variable set to All of its values, found as Grafana finds them."""
     values: dict[str, str] = {}
     for var in template_variables(dashboard):

@@ -38,15 +38,28 @@ class TestCompose:
 
     def test_every_image_is_pinned(self) -> None:
         """Every service names an image with an exact tag; none is `latest`."""
+        images = set()
         for name, svc in compose_services().items():
             image = svc.get("image")
             assert image, f"{name}: no image"
             tag = image_tag(image)
             assert tag and tag != "latest" and re.search(r"\d", tag), f"{name}: {image}"
-            if image.startswith("apache/kafka:"):
+            images.add(image.split(":")[0])
+            if image.startswith("docker.io/apache/kafka:"):
                 assert tag == kafka_version(), f"{name}: not the pom's Kafka version"
             if image.startswith("codec-ab:"):
                 assert tag == service.__version__, f"{name}: not the project version"
+        assert {"docker.io/apache/kafka", "codec-ab"} <= images
+
+    def test_pulled_images_are_fully_qualified(self) -> None:
+        """Every image that is pulled names its registry: podman resolves no short
+        name without a default registry (`apache/kafka` fails there)."""
+        for name, svc in compose_services().items():
+            if "build" not in svc:
+                registry = svc["image"].split("/", 1)[0]
+                assert "." in registry or registry == "localhost", (
+                    f"{name}: {svc['image']}"
+                )
 
     def test_worker_environment_is_accepted_by_settings(
         self, monkeypatch: pytest.MonkeyPatch

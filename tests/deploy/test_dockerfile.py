@@ -31,14 +31,19 @@ class TestDockerfile:
     """The Dockerfile, checked as far as possible without building it."""
 
     def test_base_images_are_pinned_to_an_exact_tag(self) -> None:
-        """Every FROM names an image with a full version tag (or an earlier stage)."""
+        """Every FROM names a fully qualified image with a full version tag (or an
+        earlier stage)."""
         stages: set[str] = set()
         froms = [rest for kw, rest in _dockerfile_instructions() if kw == "FROM"]
         assert len(froms) >= 2, "multi-stage: a build stage and a runtime stage"
         for rest in froms:
             image, *alias = rest.split()
             if image not in stages:
-                assert re.fullmatch(r"python:3\.11\.\d+-slim(-\w+)?", image), image
+                # Fully qualified: podman resolves no short name without a default
+                # registry.
+                assert re.fullmatch(
+                    r"docker\.io/library/python:3\.11\.\d+-slim(-\w+)?", image
+                ), image
             if alias:
                 stages.add(alias[-1])
         assert froms[-1].split()[0] == froms[0].split()[0]

@@ -30,3 +30,20 @@ class TestInstallScript:
         done = run_tool(_BASH, str(INSTALL_SCRIPT))
         assert done.returncode == 0, done.stderr
         assert done.stdout == "" and done.stderr == ""
+
+    def test_stack_mode_is_a_quiet_no_op_when_the_engine_is_there(self) -> None:
+        """`--stack` (make stack-test) installs nothing when podman, its helpers and
+        debootstrap are present."""
+        for name in ("podman", "podman-compose", "runc", "catatonit", "debootstrap"):
+            tool(name, "scripts/install-system-deps.sh --stack")
+        if kustomize_command() is None:
+            pytest.skip("kustomize missing: the script would build it")
+        done = run_tool(_BASH, str(INSTALL_SCRIPT), "--stack")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "" and done.stderr == ""
+
+    def test_an_unknown_option_is_refused(self) -> None:
+        """Exit 2 and a usage line, nothing installed."""
+        done = run_tool(_BASH, str(INSTALL_SCRIPT), "--everything")
+        assert done.returncode == 2
+        assert "usage:" in done.stderr

@@ -8,6 +8,7 @@ from typing import Final
 
 from codec import REAL_CODECS
 from tests.faults import (
+    scenarios_async as async_handlers,
     scenarios_backlog as backlog,
     scenarios_broker as broker,
     scenarios_budget as budget,
@@ -19,6 +20,7 @@ from tests.faults import (
     scenarios_memory as memory,
     scenarios_network as network,
     scenarios_poison as poison,
+    scenarios_registry as registry,
     scenarios_security as security,
     scenarios_staging as staging,
     scenarios_stall as stall,
@@ -68,6 +70,9 @@ ENTRIES: Final = (
     Entry("Sec2", security.sec2_secret_hygiene, True),
     Entry("Sec4", security.sec4_metrics_exposure, True),
     Entry("Sec5", listeners.sec5_every_listener, False),
+    Entry("Rg1", registry.rg1_wrong_password, False),
+    Entry("Rg2", registry.rg2_wrong_ca, False),
+    Entry("Rg3", registry.rg3_registry_fails_after_start, False),
     Entry("H1", hostile.h1_hostile_headers, True),
     Entry("C1", hostile.c1_control_plane_abuse, True),
     Entry("R1", stall.r1_stalled_broker, False),
@@ -82,6 +87,7 @@ ENTRIES: Final = (
     Entry("B1", budget.b1_shared_string_bomb, False),
     Entry("B2", budget.b2_message_budget, False),
     Entry("B3", budget.b3_backstop, False),
+    *(Entry(id_, run, False) for id_, run in async_handlers.SCENARIOS),
 )
 """The full set: every entry. The fast set (CI, `pytest tests/faults`): the
 per-commit layer of RELIABILITY 6.4 in short variants, about 4 minutes on 2

@@ -1,5 +1,6 @@
 """Exactly-once on the real broker: a team's handler, its results and dead letters
-read back with read_committed, each input exactly once."""
+read back with read_committed, each input exactly once; an async handler's too,
+though its messages finish out of order (`--ordering none`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from codec import get_codec
 from loadgen.payloads import make_payloads
 from tests.support import Record, WorkerProcess, consume_all, produce
@@ -15,8 +18,22 @@ from tests.support import Record, WorkerProcess, consume_all, produce
 COUNT = 300
 
 
+@pytest.mark.parametrize(
+    "logic",
+    [
+        ("--logic", "tests.fixtures.handlers.basics:refuse_gifts"),
+        (
+            *("--logic", "tests.fixtures.handlers.async_orders:refuse_gifts"),
+            *("--ordering", "none", "--max-in-flight", "50"),
+        ),
+    ],
+    ids=["sync", "async"],
+)
 def test_results_and_dead_letters_exactly_once(
-    kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path
+    kafka_bootstrap: str,
+    topic_factory: Callable[..., str],
+    tmp_path: Path,
+    logic: tuple[str, ...],
 ) -> None:
     codec = get_codec("msgspec-json", "medium")
     payloads = make_payloads("medium", COUNT, seed=13)
@@ -34,7 +51,7 @@ def test_results_and_dead_letters_exactly_once(
     produce(kafka_bootstrap, topic, records)
     args = (
         *("--codec", codec.name, "--processing-guarantee", "exactly-once"),
-        *("--logic", "tests.fixtures.handlers.basics:refuse_gifts"),
+        *logic,
         *("--output-topic", out, "--dlq-topic", dlq, "--max-attempts", "1"),
     )
     with WorkerProcess(kafka_bootstrap, topic, *args, log=tmp_path / "w.log") as w:

@@ -3,10 +3,6 @@ and the session's real schema registry: decoded, or dead-lettered naming the id.
 
 from __future__ import annotations
 
-import contextlib
-import json
-import socket
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -115,105 +111,6 @@ def test_framed_codecs_decode_in_the_worker(
         assert w.wait_for(n) == n
         assert w.messages("decode_error") == 0
         assert w.stop() == 0
-
-
-class _Forwarder:
-    """A TCP forwarder to the registry that the test can cut: the worker sees the
-    registry stop (connections refused) while the real one keeps serving the test."""
-
-    def __init__(self, target: str) -> None:
-        host_port = target.split("//", 1)[1].split("/", 1)
-        self._target = (
-            host_port[0].rsplit(":", 1)[0],
-            int(host_port[0].rsplit(":", 1)[1]),
-        )
-        self._path = "/" + host_port[1]
-        self._server = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}{self._path}"
-        self._open: list[socket.socket] = []
-        self._stopped = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                client, _ = self._server.accept()
-                if self._stopped:  # accepted as it stopped: refuse
-                    client.close()
-                    continue
-                upstream = socket.create_connection(self._target)
-                self._open += [client, upstream]
-                for a, b in ((client, upstream), (upstream, client)):
-                    threading.Thread(
-                        target=self._pipe, args=(a, b), daemon=True
-                    ).start()
-
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := src.recv(65536):
-                dst.sendall(data)
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
-        src.close()  # both directions end here: each side closes the one it read
-
-    def stop(self) -> None:
-        self._stopped = True
-        with contextlib.suppress(OSError):  # wakes the blocked accept (Linux)
-            self._server.shutdown(socket.SHUT_RDWR)
-        self._server.close()
-        for sock in self._open:
-            with contextlib.suppress(OSError):
-                sock.close()
-
-
-def test_registry_stopped_mid_run(
-    kafka_bootstrap: str,
-    registry_url: str,
-    topic_factory: Any,
-    log_file: Path,
-    tmp_path: Path,
-) -> None:
-    """Known ids keep decoding; a new id is dead-lettered (registry_unavailable)
-    after the bounded retry; nothing is lost, the worker does not stall."""
-    topic = topic_factory(1)
-    dlq = topic_factory(1, prefix="dlq")
-    first = _framed_records("avro", registry_url, topic, 40)
-    client = RegistryClient(RegistryAccess(registry_url))
-    evolved = json.loads(json.dumps(get_codec("avro", "medium").schema))  # type: ignore[attr-defined]
-    evolved["fields"].append({"name": "added_later", "type": "string", "default": ""})
-    new_id = client.register(f"{topic}-other", "AVRO", json.dumps(evolved))
-    new_value = id_header(new_id) + first[0]["value"][5:] + b"\x00"  # "" for the field
-    forwarder = _Forwarder(registry_url)
-    config = tmp_path / "registry.toml"
-    config.write_text("[registry]\ntimeout_s = 0.5\nattempts = 2\ncooldown_s = 2.0\n")
-    args = [
-        "--codec",
-        "avro",
-        "--framing",
-        "confluent",
-        "--registry-url",
-        forwarder.url,
-    ]
-    args += ["--dlq-topic", dlq, "--config", str(config)]
-    produce(kafka_bootstrap, topic, first[:20])
-    try:
-        with WorkerProcess(kafka_bootstrap, topic, *args, log=log_file) as w:
-            assert w.wait_for(20) == 20  # id learnt while the registry answered
-            forwarder.stop()
-            poison = {"key": b"new-id", "value": new_value, "headers": []}
-            produce(kafka_bootstrap, topic, [*first[20:30], poison, *first[30:]])
-            assert w.wait_for(40) == 40  # the known id decodes on
-            w.wait_for(1, outcome="decode_error")  # the new one: no stall
-            (dead,) = consume_all(kafka_bootstrap, dlq, 1)
-            assert w.messages("ok") == 40
-            assert w.stop() == 0
-    finally:
-        forwarder.stop()
-    headers = dict(dead.headers())
-    assert dead.value() == new_value
-    assert headers["x-dlq-reason"] == b"registry_unavailable"
-    assert f"schema id {new_id}".encode() in headers["x-dlq-exception-message"]
 
 
 def test_auto_reads_a_mixed_topic(

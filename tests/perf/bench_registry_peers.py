@@ -48,6 +48,9 @@ class _TheirRegistry:
             raise SchemaNotFound(str(ref)) from exc
         return RegisteredSchema(schema.schema_type or "AVRO", schema.schema_str or "")
 
+    def lookup(self, subject: str, schema_type: str, text: str) -> int | None:
+        raise NotImplementedError
+
     def register(self, subject: str, schema_type: str, text: str) -> int:
         raise NotImplementedError
 

@@ -179,3 +179,22 @@ def test_a_replay_the_codec_could_not_wholly_carry_is_said_in_its_sentence() -> 
         "the 2,000 recorded messages (15.0%, not sent in its case: see the "
         "rejection reasons)"
     ) in line
+
+
+def test_the_handler_verdict_is_in_every_sentence_the_baseline_and_failed_rows_too() -> (
+    None
+):
+    dead: dict[str, Any] = {"dead_lettered": 40, "processed": 40}
+    r = _decided([result(BASE, 20.0), result("protobuf", 9.0, **dead)])
+    verdicts = (
+        (BASE, "works (50 messages)"),
+        ("protobuf", "fails: AttributeError: model_dump (touched `model_dump`)"),
+    )
+    r = msgspec.structs.replace(
+        r, plan=msgspec.structs.replace(r.plan, logic_verdicts=verdicts)
+    )
+    line = answer.sentence(r, "medium", "protobuf")
+    assert "dead-lettered every" in line
+    assert "Your handler on its objects: fails: AttributeError: model_dump" in line
+    section = "\n".join(answer.section(r))
+    assert f"- **{BASE}** (the baseline): your handler on its objects: works" in section

@@ -5,6 +5,7 @@ confluent-kafka's deserializer."""
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 from typing import Any
 
@@ -191,3 +192,27 @@ class TestReport:
             summary=abreport.aggregate(results, []),
         )
         assert "Framed beside unframed" not in abreport.markdown(plain)
+
+
+def test_the_children_get_the_registry_by_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`[registry]` from the TOML or the URL reaches the cases' processes as
+    `REGISTRY_*` variables (never argv), for the run only."""
+    from abrunner.framing import registry_environment
+    from service.settings.registry import RegistryConnection
+
+    for name in ("REGISTRY_USERNAME", "REGISTRY_PASSWORD", "REGISTRY_CA_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("REGISTRY_TIMEOUT_S", "9")  # the user's own: put back after
+    secret = "S3NT1NEL-ab"  # noqa: S105 (a test value)
+    registry = RegistryConnection(url=f"https://key:{secret}@sr.example/x")
+    with registry_environment(registry):
+        assert os.environ["REGISTRY_USERNAME"] == "key"
+        assert os.environ["REGISTRY_PASSWORD"] == secret
+        assert os.environ["REGISTRY_TIMEOUT_S"] == "2.0"
+        assert (
+            "REGISTRY_URL" not in os.environ or secret not in os.environ["REGISTRY_URL"]
+        )
+    assert "REGISTRY_PASSWORD" not in os.environ
+    assert os.environ["REGISTRY_TIMEOUT_S"] == "9"

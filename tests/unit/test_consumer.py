@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import KafkaError, TopicPartition
 from prometheus_client import CollectorRegistry
 
-from codec import CodecName, get_codec
+from codec import Codec, CodecName, get_codec
 from loadgen.payloads import make_payloads
 from schemas.errors import FatalError
 from service.delivery.dead_letters import PoisonHandler
@@ -69,10 +69,11 @@ class Rig:
         every: int = 1,
         decode_every: int | None = None,
         store_interval_s: float = 0.0,
+        codec: Codec[Any] | None = None,
     ) -> None:
         self.events: list[str] = []
         self.assigned: set[int] = set()
-        self.codec = get_codec(codec_name, "medium")
+        self.codec = codec or get_codec(codec_name, "medium")
         self.consumer = FakeConsumer(events=self.events)
         self.producer = FakeProducer(
             fail_with=fail_with, refuse_with=refuse_with, events=self.events

@@ -27,6 +27,9 @@ PAYMENTS = "tests.fixtures.usermodels.payments:PaymentEvent"
 SETTLE = "tests.fixtures.handlers.settlement:settle"
 CURRENCIES = "tests.fixtures.handlers.settlement:currencies"
 CODECS = ("json-stdlib+pydantic", "msgspec-json", "protobuf")
+DUMPED = "tests.fixtures.handlers.basics:dumped"
+ASYNC_DUMPED = "tests.fixtures.handlers.async_orders:dumped"
+ASYNC_TOUCH = "tests.fixtures.handlers.async_orders:touch"
 
 
 def verdicts(spec: str) -> dict[str, CodecVerdict]:
@@ -120,7 +123,23 @@ class TestAbReport:
         assert judged == {c: report.verdicts[c].line() for c in CODECS}
         assert judged["msgspec-json"].startswith("fails: AttributeError")
         assert judge("aggregate", PAYMENTS, CODECS) == ()
-        assert judge(SETTLE, "medium", CODECS) == ()
+
+    def test_a_built_in_schema_is_judged_too_the_baseline_included(self) -> None:
+        judged = dict(judge(DUMPED, "medium", CODECS))
+        assert judged["json-stdlib+pydantic"] == "works (50 messages)"
+        assert judged["msgspec-json"].startswith(
+            "fails: AttributeError: 'OrderEvent' object has no attribute 'model_dump'"
+        )
+        assert judged["protobuf"].startswith("fails: AttributeError")
+
+    @pytest.mark.parametrize("schema", ["medium", PAYMENTS])
+    def test_an_async_handler_is_awaited_and_judged(self, schema: str) -> None:
+        judged = dict(judge(ASYNC_DUMPED, schema, CODECS))
+        assert judged["json-stdlib+pydantic"] == "works (50 messages)"
+        assert judged["msgspec-json"].startswith("fails: AttributeError")
+        assert "coroutine" not in " ".join(judged.values())
+        works = dict(judge(ASYNC_TOUCH, "medium", CODECS))
+        assert set(works.values()) == {"works (50 messages)"}
 
     def test_the_section_sets_them_beside_the_cost(self) -> None:
         results = [
@@ -160,9 +179,25 @@ class TestAbReport:
         )
         text = tables.markdown(report)
         assert "## Your logic on each codec" in text
-        assert "| json-stdlib+pydantic | 40.00 | 10.00 | 20.00 | 10.00 | works" in text
-        assert "| msgspec-json | 12.00 | 3.00 | 6.00 | 3.00 | fails: " in text
+        assert (
+            "| json-stdlib+pydantic | 40.00 | 10.00 | 20.00 | 10.00 | - | works" in text
+        )
+        assert "| msgspec-json | 12.00 | 3.00 | 6.00 | 3.00 | - | fails: " in text
         assert "x \\| y" in text  # a verdict's pipe does not break the table
+        awaited = [
+            msgspec.structs.replace(r, handle_us=r.handle_us, handle_cpu_us=2.0)
+            for r in results
+        ]
+        split = tables.markdown(
+            Report(
+                plan=plan,
+                environment=report.environment,
+                results=awaited,
+                summary=tables.aggregate(awaited, []),
+            )
+        )
+        # An async handler: its CPU is the split's, the rest of its wall time waited.
+        assert "| msgspec-json | 12.00 | 3.00 | 2.00 | 7.00 | 4.00 | fails: " in split
         assert "50 synthetic messages" in text
         replayed = Report(
             plan=msgspec.structs.replace(plan, replay="traffic.rec"),

@@ -4,7 +4,7 @@ rate pattern reaches the `--rate` it names within its run.
 
 The quick start runs for real (`tests/integration/test_newcomer.py`). The examples
 here run for a minute or more each, or name a reader's own module
-(`shop.events:Order`) or broker: those are checked for their flags only, or not at
+(`shop.events:Order`, `shop.handlers:handle`) or broker: those are checked for their flags only, or not at
 all, as the list below says.
 """
 
@@ -38,7 +38,7 @@ MODULES: Final = {
     "codec-worker": "service",
     "codec-schema": "schematool",
 }
-READERS_OWN: Final = ("shop.events", "myapp.events", "kafka.staging")
+READERS_OWN: Final = ("shop.events", "shop.handlers", "myapp.events", "kafka.staging")
 """A reader's module or broker: nothing here to check them against."""
 
 

@@ -40,6 +40,9 @@ class FakeClient:
             raise SchemaNotFound(str(ref))
         return self.schemas[ref]
 
+    def lookup(self, subject: str, schema_type: str, text: str) -> int | None:
+        return None
+
     def register(self, subject: str, schema_type: str, text: str) -> int:
         for known, schema in self.schemas.items():
             if schema.text == text and isinstance(known, int):

@@ -65,6 +65,9 @@ class _MockSource:
             raise SchemaNotFound(str(exc)) from None
         return RegisteredSchema(schema.schema_type or "AVRO", str(schema.schema_str))
 
+    def lookup(self, subject: str, schema_type: str, text: str) -> int | None:
+        raise NotImplementedError
+
     def register(self, subject: str, schema_type: str, text: str) -> int:
         raise NotImplementedError
 

@@ -121,3 +121,73 @@ def test_ab_framed_replay_needs_the_recordings_registry(
     assert ab_main(args) == 2
     assert "give --registry-url" in capsys.readouterr().err
     assert ab_main([*args, "--registry-url", URL]) == 0
+
+
+class TestCredentialsInTheUrl:
+    """`https://KEY:SECRET@host` is taken apart: used, and never shown."""
+
+    SECRET = "S3NT1NEL-in-url"  # noqa: S105 (a test value, searched for)
+
+    def _print(
+        self, capsys: pytest.CaptureFixture[str], url: str, *more: str
+    ) -> tuple[int, str]:
+        args = ["--print-config", "--codec", "avro", "--framing", "confluent"]
+        code = worker_main([*args, "--registry-url", url, *more])
+        out = capsys.readouterr()
+        return code, out.out + out.err
+
+    def test_they_become_the_login_and_leave_the_url(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        url = f"https://team%40key:{self.SECRET}@sr.example:8443/ccompat"
+        code, out = self._print(capsys, url)
+        assert code == 0 and self.SECRET not in out
+        shown = json.loads(out)["registry"]
+        assert shown["url"] == "https://sr.example:8443/ccompat"
+        assert shown["username"] == "team@key"
+        assert shown["password"] == "*" * 10
+        s = load_settings({"registry": {"url": url}}, environ={})
+        access = s.registry.access()
+        assert (access.username, access.password) == ("team@key", self.SECRET)
+        assert self.SECRET not in repr(access) + str(s.masked())
+
+    def test_given_twice_they_are_refused(
+        self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("REGISTRY_PASSWORD", "other")
+        code, out = self._print(capsys, f"https://k:{self.SECRET}@sr.example/x")
+        assert code == 2 and self.SECRET not in out
+        (line,) = out.strip().splitlines()
+        assert "give them one way" in line
+
+    @pytest.mark.parametrize(
+        ("url", "why"),
+        [
+            ("ftp://sr.example/x", "not an http:// or https:// URL"),
+            ("sr.example:8081", "not an http:// or https:// URL"),
+            (f"https://k:{SECRET}@sr.example:port/x", "its port"),
+        ],
+    )
+    def test_a_malformed_url_is_a_config_error(
+        self, capsys: pytest.CaptureFixture[str], url: str, why: str
+    ) -> None:
+        code, out = self._print(capsys, url)
+        assert code == 2 and self.SECRET not in out
+        (line,) = out.strip().splitlines()
+        assert "registry.url" in line and why in line
+
+    def test_a_ca_file_for_an_http_url(
+        self, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    ) -> None:
+        code, out = self._print(
+            capsys, "http://sr.example/x", "--registry-ca-file", str(tmp_path)
+        )
+        assert code == 2 and "registry.ca_file is set but registry.url" in out
+
+    def test_the_environment_hands_the_section_on(self) -> None:
+        url = f"https://k:{self.SECRET}@sr.example/x"
+        s = load_settings({"registry": {"url": url, "timeout_s": 1.5}}, environ={})
+        env = s.registry.environment()
+        assert env["REGISTRY_PASSWORD"] == self.SECRET
+        assert self.SECRET not in env["REGISTRY_URL"]
+        assert load_settings(environ=env).registry == s.registry
