@@ -65,7 +65,7 @@ from schemas.shape import (
     messages,
     parts,
 )
-from schemas.user.model.producer import round_trip, written
+from schemas.user.model.producer import accepted, round_trip, written
 from schemas.user.numbers import draw_decimal, draw_float, draw_int
 from schemas.user.regex_strings import matching, unsupported
 
@@ -158,7 +158,15 @@ class _Synth:
 
     def message(self, shape: MessageShape, path: str) -> dict[str, Any]:
         self._depth += 1
+        model = shape.source
         try:
+            if (
+                self._depth > 1
+                and isinstance(model, type)
+                and issubclass(model, BaseModel)
+            ):
+                # held in another: accepted alone (the message is validated whole)
+                return accepted(model, lambda: self._message(shape, path))[1]
             return self._message(shape, path)
         finally:
             self._depth -= 1

@@ -216,6 +216,31 @@ class TestSyntheticTraffic:
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "Traceback" not in err
 
+    def test_a_validated_model_in_collections_is_drawn_again_alone(self) -> None:
+        # Each leg is rejected half the time: drawn again with the route, a
+        # route of 2-4 lists of 1-3 legs would almost never be accepted whole.
+        class Leg(pydantic.BaseModel):
+            departs: int
+            arrives: int
+
+            @pydantic.model_validator(mode="after")
+            def arrives_after_departing(self) -> Leg:
+                if self.arrives < self.departs:
+                    raise ValueError("arrives before it departs")
+                return self
+
+        class Route(pydantic.BaseModel):
+            legs: list[dict[str, Leg]]
+            rest: list[list[Leg]]
+
+        payloads = make_payloads(from_class(Route, "Route").shape, 30, seed=1)
+        for payload in payloads:
+            route = Route.model_validate_json(json.dumps(payload))
+            assert all(
+                leg.arrives >= leg.departs for m in route.legs for leg in m.values()
+            )
+        assert sum(len(p["rest"]) for p in payloads) > 60  # collections were drawn
+
     def test_the_load_generator_says_so_in_one_line(
         self, capsys: pytest.CaptureFixture[str]
     ) -> None:

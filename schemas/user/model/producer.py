@@ -67,14 +67,28 @@ def written(
         ConfigError: `TRIES` draws in a row rejected: the validator and its
             message, and what to do instead (one line).
     """
+    return _dump(model, accepted(model, draw)[0])
+
+
+def accepted(
+    model: type[BaseModel], draw: Callable[[], dict[str, Any]]
+) -> tuple[BaseModel, dict[str, Any]]:
+    """The first draw `model` accepts: the model it makes, and the draw itself.
+
+    A model held in another is drawn again alone (`schemas.user.synthetic`): a
+    validator rejecting half its draws, in lists or maps of it, would otherwise
+    reject nearly every draw of the whole message.
+
+    Raises:
+        ConfigError: `TRIES` draws in a row rejected (one line, as `written`).
+    """
     first: pydantic.ValidationError | None = None
     for _ in range(TRIES):
+        raw = draw()
         try:
-            obj = model.model_validate_json(json.dumps(draw()))
+            return model.model_validate_json(json.dumps(raw)), raw
         except pydantic.ValidationError as exc:
             first = first or exc
-            continue
-        return _dump(model, obj)
     assert first is not None  # noqa: S101  (every try failed with one)
     raise ConfigError(rejected(model, first))
 
