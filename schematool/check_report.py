@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from schemas.formats import PYDANTIC_CODECS
@@ -110,6 +111,16 @@ def _general(path: str) -> str:
     return re.sub(r"\[[^\]]*\]", "[]", path)
 
 
+def _per_codec(
+    title: str, found: dict[str, list[str]], line: Callable[[str], str]
+) -> list[str]:
+    """`title` with the count of lines, then a line per codec and finding."""
+    total = sum(len(lines) for lines in found.values())
+    return [title.format(total)] + [
+        f"  {codec}: {line(text)}" for codec, lines in found.items() for text in lines
+    ]
+
+
 def render(report: CheckReport) -> str:
     """The report as text: one line per codec, then every refused (codec, field),
     the code and checks a codec skips, and each disagreement."""
@@ -131,27 +142,19 @@ def render(report: CheckReport) -> str:
             f"  {codec:<{width}}  left out: cannot carry {len(found)} field(s)"
         )
     if report.refused:
-        total = sum(len(found) for found in report.refused.values())
-        lines.append(
-            f"left out, a line per codec and field ({total}; name a codec with "
-            "--codecs to make its refusal an error):"
+        lines += _per_codec(
+            "left out, a line per codec and field ({}; name a codec with "
+            "--codecs to make its refusal an error):",
+            report.refused,
+            lambda line: line,
         )
-        lines += [
-            f"  {codec}: {line}"
-            for codec, found in report.refused.items()
-            for line in found
-        ]
     if report.changed:
-        total = sum(len(found) for found in report.changed.values())
-        lines.append(
-            f"changed, a line per codec and field ({total}; the wire holds a "
-            "string, the codec makes your type again):"
+        lines += _per_codec(
+            "changed, a line per codec and field ({}; the wire holds a "
+            "string, the codec makes your type again):",
+            report.changed,
+            lambda line: line.replace(": ", ": changed: ", 1),
         )
-        lines += [
-            f"  {codec}: {path}: changed: {form}"
-            for codec, found in report.changed.items()
-            for path, _, form in (line.partition(": ") for line in found)
-        ]
     if report.not_run:
         lines.append(
             f"code of your model a codec does not run ({len(report.not_run)}; the "

@@ -33,6 +33,7 @@ from schemas.shape import (
     TypeShape,
     UnionOf,
     messages,
+    nested,
     parts,
 )
 from schemas.user.loader import UserSchema
@@ -194,15 +195,8 @@ def _holds_itself(ordered: list[MessageShape]) -> bool:
     """A message refers to one printed after it (a message that holds itself)."""
     seen: set[int] = set()
     for msg in ordered:
-        for f in msg.fields:
-            pending: list[TypeShape] = [f.type]
-            while pending:
-                shape = pending.pop()
-                if isinstance(shape, MessageShape):
-                    if id(shape) not in seen:
-                        return True
-                else:
-                    pending.extend(parts(shape))
+        if any(id(m) not in seen for f in msg.fields for m in nested(f.type)):
+            return True
         seen.add(id(msg))  # after: a class naming itself is a forward reference
     return False
 
