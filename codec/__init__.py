@@ -218,6 +218,16 @@ def codec_refusal(name: str, schema: SchemaName | SchemaForms) -> str | None:
     derived form's own rules (names, nesting), each field once.
     """
     bound = SCHEMAS[schema] if isinstance(schema, str) else schema
+    verdicts = getattr(bound, "verdicts", None)
+    if verdicts is None:
+        return _refusal(name, bound)
+    if name not in verdicts:
+        verdicts[name] = _refusal(name, bound)
+    why: str | None = verdicts[name]
+    return why
+
+
+def _refusal(name: str, bound: SchemaForms) -> str | None:
     refusal = getattr(bound, "refusal", None)
     derive = _DERIVED_FORMS.get(name)
     failed = None

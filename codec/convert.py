@@ -23,7 +23,9 @@ def native_to_builtins(obj: Any) -> dict[str, Any]:
     if isinstance(obj, BaseModel):
         # bytes, datetimes, enums as JSON has them; keys as the wire has them; a
         # computed field is no field of the message (protobuf's parser refuses it).
-        return obj.model_dump(mode="json", by_alias=True, exclude_computed_fields=True)
+        return obj.model_dump(
+            mode="json", by_alias=True, round_trip=True, exclude_computed_fields=True
+        )
     if isinstance(obj, Message):
         return message_to_builtins(obj)
     if isinstance(obj, LazyView):  # a FlatBuffers view: read, then as msgspec has it

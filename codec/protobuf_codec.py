@@ -19,7 +19,7 @@ from google.protobuf.message import Message
 
 from codec.base import PROTOBUF, as_encode_error, safe_decode
 from codec.protobuf_unions import Wrapping, is_wrapper, member_of
-from schemas.shape import MessageShape
+from schemas.shape import MessageShape, messages
 
 P = TypeVar("P", bound=Message)
 
@@ -103,6 +103,12 @@ class ProtobufCodec(Generic[P]):
     def __init__(self, message: type[P], shape: MessageShape | None = None) -> None:
         self._message = message
         self._wrap = None if shape is None else Wrapping().value(shape)
+        # Unknown keys (an `extra="allow"` model writes its extras) are read past
+        # and dropped, as the derived message's decoder does, unless the schema
+        # forbids them.
+        self._lenient = shape is not None and not all(
+            m.forbid_unknown for m in messages(shape)
+        )
         self.native_type = message
         self.decode_unchecked = message.FromString
 
@@ -121,4 +127,6 @@ class ProtobufCodec(Generic[P]):
     def from_builtins(self, data: dict[str, Any], /) -> P:
         if self._wrap is not None:
             data = self._wrap(data)
-        return json_format.ParseDict(data, self._message())
+        return json_format.ParseDict(
+            data, self._message(), ignore_unknown_fields=self._lenient
+        )

@@ -34,7 +34,7 @@ class _PydanticCodec(Generic[M]):
         self.native_type = model
 
     def to_builtins(self, obj: M, /) -> dict[str, Any]:
-        return obj.model_dump(mode="json", by_alias=True)
+        return obj.model_dump(mode="json", by_alias=True, round_trip=True)
 
     def from_builtins(self, data: dict[str, Any], /) -> M:
         # Through JSON: builtins carry datetimes, bytes and enum values as JSON
@@ -64,8 +64,10 @@ class PydanticJsonCodec(_PydanticCodec[M]):
         self.decode_unchecked = model.model_validate_json
 
     def _encode(self, obj: M) -> bytes:
-        # by_alias: the keys a service writes (`model_dump_json(by_alias=True)`).
-        return obj.model_dump_json(by_alias=True).encode()
+        # by_alias: the keys a service writes (`model_dump_json(by_alias=True)`);
+        # round_trip: a `Json[...]` field as the JSON text the model reads back
+        # (without it pydantic writes the value, which the model then rejects).
+        return obj.model_dump_json(by_alias=True, round_trip=True).encode()
 
 
 class StdlibJsonPydanticCodec(_PydanticCodec[M]):
@@ -82,7 +84,7 @@ class StdlibJsonPydanticCodec(_PydanticCodec[M]):
 
     def _encode(self, obj: M) -> bytes:
         # mode="json": json.dumps cannot write bytes or datetimes.
-        data = obj.model_dump(mode="json", by_alias=True)
+        data = obj.model_dump(mode="json", by_alias=True, round_trip=True)
         return json.dumps(data, separators=(",", ":")).encode()
 
 
@@ -98,4 +100,4 @@ class OrjsonPydanticCodec(_PydanticCodec[M]):
 
     def _encode(self, obj: M) -> bytes:
         # mode="json": orjson cannot write bytes; the model's own JSON forms apply.
-        return orjson.dumps(obj.model_dump(mode="json", by_alias=True))
+        return orjson.dumps(obj.model_dump(mode="json", by_alias=True, round_trip=True))

@@ -6,6 +6,7 @@ The base every other package stands on (`schemas` <- `codec` <- `service`, `load
 | part | holds |
 | --- | --- |
 | `errors` | the project's one exception tree |
+| `int_widths` | the protobuf integer type that holds an int's bounds |
 | `shape` | the format-neutral shape model every derivation goes through |
 | `unions` | unions: the tag field of a union's members, their tags and names, which formats carry them |
 | `formats` | which codec's format carries which shape: per-codec refusals, one line per field |

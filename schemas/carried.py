@@ -15,6 +15,8 @@ carried as <form>", so a team sees it. What no form carries faithfully is refuse
 | `Decimal` | protobuf, FlatBuffers, Cap'n Proto; Avro unless `max_digits` and `decimal_places` are set | string | as UUID; Avro's decode |
 | `date`, `time`, `timedelta` | Cap'n Proto, FlatBuffers | Text, string (ISO 8601, msgspec's form) | the decode (Cap'n Proto), the view (FlatBuffers) |
 | `dict[int, V]` (an int enum or Literal too) | Avro | a map keyed by the int's decimal text | Avro's decode |
+| `Json[X]` | every derived codec | the JSON text the producer writes | not made again: the attribute is the text (compared parsed) |
+| `SecretStr`, `SecretBytes` | every derived codec | the secret's text (pydantic writes `**********` unless a serializer reveals it) | not made again: the attribute is the text |
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Final
 
 from schemas.formats import (
     BINARY_CODECS,
+    DERIVED_CODECS as DERIVED,
     MSGSPEC_CODECS,
     TEXT_FOREIGN,
     TIMES,
@@ -36,6 +39,13 @@ _TEXT_KINDS: Final = {
     "decimal": "string (the exact Decimal text, made a Decimal again when read)",
 }
 _AS_TEXT: Final = ("protobuf", "flatbuffers", "capnp")
+_HELD: Final = {
+    "json": "{kind} (the JSON text your producer writes; your model holds it "
+    "parsed, and the codec's attribute is the text)",
+    "secret": "{kind} (the secret's text, as your producer writes it; never printed)",
+    "secret-bytes": "{kind} (the secret's text, as your producer writes it; never "
+    "printed)",
+}
 _FOREIGN_WHEN: Final = {
     "protobuf": "when read (protobuf's string field)",
     "flatbuffers": "when read (the view's property)",
@@ -69,6 +79,15 @@ def node_forms(shape: TypeShape, codec: str) -> list[str]:
 
 
 def _form(shape: TypeShape, codec: str) -> str | None:
+    if isinstance(shape, Scalar) and shape.holds is not None and codec in DERIVED:
+        kind = (
+            "Text"
+            if codec == "capnp"
+            else "str"
+            if codec in MSGSPEC_CODECS
+            else "string"
+        )
+        return _HELD[shape.holds].format(kind=kind)
     if isinstance(shape, Foreign) and shape.text is not None:
         if codec in MSGSPEC_CODECS:
             return (

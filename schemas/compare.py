@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import json
 import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
+import pydantic_core
 from google.protobuf.message import Message
 
 from schemas.shape import (
@@ -70,6 +72,8 @@ def _rekey(value: Any, shape: TypeShape) -> Any:
         return {k: _rekey(v, shape.value) for k, v in value.items()}
     if isinstance(shape, Foreign) and shape.text is not None:
         return str(value)  # its text, as the wires carry it (`schemas.carried`)
+    if isinstance(shape, Scalar) and shape.holds is not None:
+        return held_text(value, shape)
     return value
 
 
@@ -100,6 +104,8 @@ def _read(value: Any, shape: TypeShape, proto: bool) -> Any:
         return [_read(v, shape.item, proto) for v in value]
     if isinstance(shape, MapOf):
         return {k: _read(v, shape.value, proto) for k, v in value.items()}
+    if isinstance(shape, Scalar) and shape.holds is not None:
+        return held_value(value, shape)
     if proto and isinstance(shape, Foreign) and shape.text is not None:
         try:
             return shape.text(value)
@@ -165,6 +171,32 @@ def _same_keys(value: Any, shape: UnionOf, first: TypeShape) -> list[MessageShap
         and m is not first
         and {f.name for f in m.fields} == keys
     ]
+
+
+def held_value(value: Any, shape: Scalar) -> Any:
+    """What a text the wire carries (a derived form's `str`) and the model's value
+    (a parsed `Json[X]`, a `SecretStr`) have in common: the JSON value parsed, as
+    JSON holds it, or the secret's text."""
+    if shape.holds == "json":
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except ValueError:
+                return value
+        return pydantic_core.to_jsonable_python(value)
+    secret = getattr(value, "get_secret_value", None)
+    if secret is not None:
+        value = secret()
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def held_text(value: Any, shape: Scalar) -> str:
+    """The text the wire carries for a value `read_native` read (`held_value`)."""
+    if isinstance(value, str):
+        return value
+    if shape.holds == "json":
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
 
 
 def _timedelta(text: str) -> datetime.timedelta:
@@ -245,7 +277,11 @@ def diff(
             for k in expected
             for d in diff(expected[k], actual[k], shape.value, f"{path}[{k!r}]")
         ]
-    return [] if _same(expected, actual, shape) else [(path, _pair(expected, actual))]
+    if _same(expected, actual, shape):
+        return []
+    if isinstance(shape, Scalar) and shape.holds in ("secret", "secret-bytes"):
+        return [(path, "the secret differs (not shown)")]
+    return [(path, _pair(expected, actual))]
 
 
 def _same(expected: Any, actual: Any, shape: TypeShape | None) -> bool:

@@ -98,6 +98,9 @@ class Refusals:
     on_struct: dict[tuple[str, str], str] = field(default_factory=dict)
     """(path, what) of a note -> why a derived Struct cannot run it ("": it can,
     with `--run-validators`: `schemas.user.struct_validators`)."""
+    serialized: list[tuple[str, str]] = field(default_factory=list)
+    """(path, serializer) of every value a serializer of the team's writes: what
+    the derived forms make of it is tried (`schemas.user.model.serialized`)."""
 
     def add(self, path: str, reason: str, codecs: tuple[str, ...] = ()) -> Scalar:
         """Record a refusal; return a placeholder shape so reading can go on."""

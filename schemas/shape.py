@@ -29,8 +29,8 @@ user's own form does; a part a format cannot carry refuses that codec alone
 | `Foreign` | a type only the user's own form holds (`Any`, a class no reader knows) | refused |
 | `Scalar("date")`, `"time"`, `"timedelta"` | `date`, `time`, `timedelta` | refused |
 
-A field's `alias` is its key on the JSON and MessagePack wires (pydantic's
-`by_alias=True` output, a Struct's `rename`); `name` is the attribute every form has.
+A field's `alias` is its key on the JSON and MessagePack wires; `name` is the
+attribute every form has.
 """
 
 from __future__ import annotations
@@ -57,11 +57,6 @@ Container = Literal["list", "tuple", "set", "frozenset"]
 
 TIMESTAMP: Final = ".google.protobuf.Timestamp"
 """The protobuf type a datetime maps to (an instant with nanosecond resolution)."""
-
-_INT32: Final = (-(2**31), 2**31 - 1)
-_UINT32: Final = (0, 2**32 - 1)
-_INT64: Final = (-(2**63), 2**63 - 1)
-_UINT64: Final = (0, 2**64 - 1)
 
 
 class _NoDefault(enum.Enum):
@@ -109,12 +104,29 @@ class Constraints:
 NO_CONSTRAINTS: Final = Constraints()
 
 
+Holds = Literal["json", "secret", "secret-bytes"]
+"""What a string on the wire holds for the model: JSON text it parses (`Json[X]`),
+a secret's text (`SecretStr`) or bytes (`SecretBytes`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Scalar:
-    """A single value: see the module table for each kind's protobuf type."""
+    """A single value: see the module table for each kind's protobuf type.
+
+    Attributes:
+        kind: which value.
+        constraints: its bounds.
+        holds: for a `str` the producer writes as text what the model holds as
+            something else: `json` (pydantic's `Json[X]`: the model holds the
+            parsed `inner` value), `secret` (`SecretStr`), `secret-bytes`
+            (`SecretBytes`). Every derived form carries the text.
+        inner: the shape of the value a `json` text holds.
+    """
 
     kind: ScalarKind
     constraints: Constraints = NO_CONSTRAINTS
+    holds: Holds | None = None
+    inner: TypeShape | None = None
 
     @property
     def proto(self) -> str:
@@ -232,6 +244,10 @@ class FieldShape:
         default_factory: what makes the default (`list`, `dict`, `uuid.uuid4`...).
         alias: the key on the JSON and MessagePack wires when it is not `name`
             (pydantic's alias, a Struct's rename; protobuf's `json_name`).
+        read_key: the key the source reads the field under when not `wire` (a
+            `validation_alias`): synthetic input's key; None: `wire`.
+        serializer: the team's serializer of the value (`field_serializer
+            'to_cents'`), if any: the wire holds what it returns.
     """
 
     name: str
@@ -240,6 +256,8 @@ class FieldShape:
     default: Any = NO_DEFAULT
     default_factory: Callable[[], Any] | None = None
     alias: str | None = None
+    read_key: str | None = None
+    serializer: str | None = None
 
     @property
     def wire(self) -> str:
@@ -266,6 +284,13 @@ class MessageShape:
             Python forms follow it.
         lax: the source coerces values (a pydantic model's default lax mode:
             "42" is an int), which the strict derived forms do not.
+        frozen: the source's objects are immutable (pydantic's `frozen=True`, a
+            frozen Struct); the derived Structs follow it.
+        serializer: the team's serializer of the whole message
+            (`model_serializer 'envelope'`), when it has one.
+
+    A message may hold itself (through a list, a map, an optional field or a
+    union): its shape is then reached again from its own fields, the same object.
     """
 
     name: str
@@ -274,48 +299,19 @@ class MessageShape:
     proto_name: str = ""
     forbid_unknown: bool = True
     lax: bool = False
+    frozen: bool = False
+    serializer: str | None = None
 
+
+from schemas.int_widths import (  # noqa: E402  (re-exported: after the shapes it reads)
+    fits_64_bits as fits_64_bits,
+    int_range as int_range,
+    int_width as int_width,
+)
 
 TypeShape: TypeAlias = (
     Scalar | Choice | ListOf | MapOf | TupleOf | UnionOf | Foreign | MessageShape
 )
-
-
-def int_width(bounds: Constraints) -> str:
-    """The narrowest of int32, uint32, int64, uint64 that holds `bounds`.
-
-    Unbounded ints are int64 (the built-in schemas' choice); a bound past 64 bits
-    is refused by the readers before this is asked.
-    """
-    lo, hi = int_range(bounds)
-    for name, (low, high) in (
-        ("int32", _INT32),
-        ("uint32", _UINT32),
-        ("int64", _INT64),
-        ("uint64", _UINT64),
-    ):
-        if lo is not None and hi is not None and low <= lo and hi <= high:
-            return name
-    return "uint64" if lo is not None and lo >= 0 and hi is None else "int64"
-
-
-def int_range(bounds: Constraints) -> tuple[int | None, int | None]:
-    """The inclusive integer range of `bounds` (None: unbounded on that side)."""
-    lo = _first(bounds.ge, None if bounds.gt is None else bounds.gt + 1)
-    hi = _first(bounds.le, None if bounds.lt is None else bounds.lt - 1)
-    return (None if lo is None else int(lo), None if hi is None else int(hi))
-
-
-def _first(*values: int | float | None) -> int | float | None:
-    return next((v for v in values if v is not None), None)
-
-
-def fits_64_bits(bounds: Constraints) -> bool:
-    """True when every int `bounds` allow fits int64 or uint64."""
-    lo, hi = int_range(bounds)
-    if lo is not None and lo < _INT64[0]:
-        return False
-    return hi is None or hi <= (_UINT64[1] if lo is not None and lo >= 0 else _INT64[1])
 
 
 def messages(root: MessageShape) -> list[MessageShape]:
@@ -383,6 +379,9 @@ def describe(shape: TypeShape) -> str:
         if shape.container == "tuple":
             return f"tuple[{describe(shape.item)}, ...]"
         return f"{shape.container}[{describe(shape.item)}]"
+    if isinstance(shape, Scalar) and shape.holds is not None:
+        inner = describe(shape.inner) if shape.inner is not None else "Any"
+        return f"Json[{inner}]" if shape.holds == "json" else _HELD[shape.holds]
     if isinstance(shape, Scalar):
         return _SCALAR_NAMES.get(shape.kind, shape.kind)
     if isinstance(shape, Choice):
@@ -397,4 +396,5 @@ def describe(shape: TypeShape) -> str:
 
 
 _SCALAR_NAMES: Final = {"uuid": "UUID", "decimal": "Decimal"}
+_HELD: Final = {"secret": "SecretStr", "secret-bytes": "SecretBytes"}
 """The Python names of the kinds not spelled as their type."""

@@ -15,8 +15,12 @@ a codec does not run (validators, computed fields: `schemas.user.validators`), t
 checks it skips and the fields it carries by conversion (`schemas.carried`: "changed:
 carried as str") are listed as facts, never as failures.
 
-The payloads hold the values a format may not carry faithfully whenever the model
-allows them (`schemas.user.synthetic`: naive and aware datetimes, ints past 64 bits,
+The payloads are the team's model's own (`schemas.user.synthetic`: each validated
+by the model and written as its producer writes it), so the pydantic codecs agree with
+themselves, except when the model does not read back what it writes: that is said
+in those words ("not round-trip stable"), once per pydantic codec, and no codec
+is compared on that payload. The payloads hold the values a format may not carry
+faithfully whenever the model allows them (`schemas.user.synthetic`: naive and aware datetimes, ints past 64 bits,
 floats not exact in 32 bits, sets of several members), so a codec that changes one
 is listed at that field; one that refuses one (protobuf's naive Timestamp) at the
 field its error names, by attribute (`schematool.failures`). A naive datetime a
@@ -28,9 +32,8 @@ other difference is one.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Final
 
 from codec import Codec, codec_refusal
@@ -38,10 +41,13 @@ from codec.base import JSON
 from schemas.carried import carried
 from schemas.compare import diff, read_native
 from schemas.errors import ConfigError
+from schemas.formats import PYDANTIC_CODECS
 from schemas.user.loader import UserSchema
+from schemas.user.model.producer import round_trip
 from schemas.user.skipped_checks import Skipped, skipped_checks
 from schemas.user.synthetic import SynthOptions, make_payloads
-from schemas.user.validators import NotRun, not_run, ran_by
+from schemas.user.validators import not_run, ran_by
+from schematool.check_report import CheckReport, Finding, render
 from schematool.codecs import WIRE_CODECS, user_codec
 from schematool.failures import NAIVE, error_text, failed_at, naive_read_back
 
@@ -50,98 +56,6 @@ _REFERENCE: Final = {
     "msgspec": "msgspec-json",
     "proto": "protobuf",
 }
-
-
-@dataclass(slots=True)
-class Finding:
-    """One way a codec (or a writer -> reader pair) disagreed, with how often.
-
-    Attributes:
-        who: a codec name, or `writer -> reader` for bytes decoded across codecs.
-        path: the field's path with indices and keys generalised (`Order.items[]`).
-        detail: the first occurrence: its exact path and the two values.
-        payload: the index of the first payload it happened on.
-        count: how many times it happened over all payloads.
-    """
-
-    who: str
-    path: str
-    detail: str
-    payload: int
-    count: int = 1
-
-
-@dataclass(slots=True)
-class CheckReport:
-    """What `run_check` compared and every disagreement it found."""
-
-    schema: str
-    codecs: tuple[str, ...]
-    payloads: int
-    seed: int
-    reference: str
-    findings: dict[tuple[str, str], Finding] = field(default_factory=dict)
-    skipped: list[Skipped] = field(default_factory=list)
-    """Checks your own form makes on decode that a codec skips (not a failure)."""
-    not_run: list[NotRun] = field(default_factory=list)
-    """Code of your model a codec does not run (not a failure)."""
-    ran: list[str] = field(default_factory=list)
-    """Validators a derived codec runs (`--run-validators`), a line each."""
-    explained: dict[tuple[str, str], Finding] = field(default_factory=dict)
-    """Differences on a field whose validator the codec does not run (`not_run`):
-    what that code changes, shown, not counted as a disagreement."""
-    refused: dict[str, list[str]] = field(default_factory=dict)
-    """Codecs of the default run that cannot carry the schema, with one
-    "PATH: REASON" line per field (noted, not a failure: name the codec with
-    --codecs to make it one)."""
-    changed: dict[str, list[str]] = field(default_factory=dict)
-    """Codecs that ran and carry a field by conversion, "PATH: carried as FORM"
-    a line per field (`schemas.carried`; a fact, not a failure)."""
-    not_carried: dict[tuple[str, str], Finding] = field(default_factory=dict)
-    """Values a codec's format cannot hold as sent (a naive datetime where it holds
-    instants), by codec and field: what a replay counts as not carried; a fact of
-    the format, listed, not a disagreement."""
-
-    @property
-    def ok(self) -> bool:
-        """True when every codec that ran agreed on every payload."""
-        return not self.findings
-
-    def add(
-        self, who: str, path: str, detail: str, payload: int, carried: bool = True
-    ) -> None:
-        """Record a disagreement; repeats of the same (who, path) are counted.
-
-        A difference on a field whose own validator the decoding codec does not
-        run is what that validator changes: it is kept apart (`explained`); a
-        value the format cannot hold (`carried` False) likewise (`not_carried`).
-        """
-        key = (who, _general(path))
-        reader = who.split(" -> ")[-1]
-        if not carried:
-            found = self.not_carried
-        elif self._validated(reader, key[1]):
-            found = self.explained
-        else:
-            found = self.findings
-        if key in found:
-            found[key].count += 1
-        else:
-            found[key] = Finding(who, key[1], detail, payload)
-
-    def _validated(self, codec: str, path: str) -> bool:
-        for n in self.not_run:
-            where = re.sub(r"<[^>]*>", "", n.path)
-            field_level = "." in where  # a model-wide one explains no one field
-            if field_level and codec in n.codecs and path == where:
-                return True
-        return False
-
-    def failing(self, codec: str) -> int:
-        """How many distinct disagreements `codec` had as the decoding side."""
-        return sum(
-            1 for f in self.findings.values() if f.who.split(" -> ")[-1] == codec
-        )
 
 
 def run_check(
@@ -195,10 +109,36 @@ def run_check(
         if any(c in built for c in s.codecs)
     ]
     edges = replace(options or SynthOptions(), edges=True)
-    payloads = make_payloads(schema.shape, count, seed=seed, options=edges)
+    payloads = make_payloads(
+        schema.shape, count, seed=seed, options=edges, stable=False
+    )
     for index, payload in enumerate(payloads):
+        if _round_trip(schema, built, payload, index, report):
+            continue
         _check_payload(schema, built, payload, index, report)
     return report
+
+
+def _round_trip(
+    schema: UserSchema,
+    built: dict[str, Codec[Any]],
+    payload: dict[str, Any],
+    index: int,
+    report: CheckReport,
+) -> bool:
+    """True (each pydantic codec's finding recorded) when the team's model does not
+    read back `payload`, what it wrote: no codec can then agree with it."""
+    model = schema.shape.source
+    if schema.source != "pydantic" or not isinstance(model, type):
+        return False
+    found = round_trip(model, payload)
+    if found is None:
+        return False
+    for name in built:
+        if name in PYDANTIC_CODECS:
+            report.add(name, found.where, found.line(), index)
+    report.unread += 1
+    return True
 
 
 def refusal_lines(why: str) -> list[str]:
@@ -284,90 +224,4 @@ def _cross(
         report.add(who, path, f"{path}: {what}", index)
 
 
-def _general(path: str) -> str:
-    """`Order.items[2].price` -> `Order.items[].price`; map keys likewise."""
-    return re.sub(r"\[[^\]]*\]", "[]", path)
-
-
-def render(report: CheckReport) -> str:
-    """The report as text: one line per codec, then every refused (codec, field),
-    the code and checks a codec skips, and each disagreement."""
-    lines = [
-        f"checked {report.payloads} payloads of {report.schema} (seed {report.seed}) "
-        f"with {len(report.codecs)} codecs; reference: {report.reference}",
-    ]
-    width = max(len(c) for c in (*report.codecs, *report.refused))
-    for codec in report.codecs:
-        n = report.failing(codec)
-        state = "ok" if n == 0 else f"{n} disagreement(s)"
-        if lost := sum(1 for who, _ in report.not_carried if who == codec):
-            state += f", {lost} field(s) not carried (listed below)"
-        lines.append(f"  {codec:<{width}}  {state}")
-    for codec, found in report.refused.items():
-        lines.append(
-            f"  {codec:<{width}}  left out: cannot carry {len(found)} field(s)"
-        )
-    if report.refused:
-        total = sum(len(found) for found in report.refused.values())
-        lines.append(
-            f"left out, a line per codec and field ({total}; name a codec with "
-            "--codecs to make its refusal an error):"
-        )
-        lines += [
-            f"  {codec}: {line}"
-            for codec, found in report.refused.items()
-            for line in found
-        ]
-    if report.changed:
-        total = sum(len(found) for found in report.changed.values())
-        lines.append(
-            f"changed, a line per codec and field ({total}; the wire holds a "
-            "string, the codec makes your type again):"
-        )
-        lines += [
-            f"  {codec}: {path}: changed: {form}"
-            for codec, found in report.changed.items()
-            for path, _, form in (line.partition(": ") for line in found)
-        ]
-    if report.not_run:
-        lines.append(
-            f"code of your model a codec does not run ({len(report.not_run)}; the "
-            "pydantic codecs run it, and their CPU figure includes it):"
-        )
-        lines += [f"  {n.line()}" for n in report.not_run]
-    if report.ran:
-        lines.append(
-            "code of your model a derived codec runs (its CPU figure includes it):"
-        )
-        lines += [f"  {line}" for line in report.ran]
-    if report.skipped:
-        lines.append(
-            f"checks your own form makes that a codec skips ({len(report.skipped)}; "
-            "that codec's CPU figure does not include them):"
-        )
-        lines += [f"  {s.line()}" for s in report.skipped]
-    if report.explained:
-        lines.append(
-            "differences on a field whose validator that codec does not run (what "
-            "the validator changes; not a disagreement):"
-        )
-        for f in report.explained.values():
-            more = f" [{f.count} times]" if f.count > 1 else ""
-            lines.append(f"  {f.who}: {f.path}: payload {f.payload}: {f.detail}{more}")
-    if report.not_carried:
-        lines.append(
-            "values a codec's format cannot hold as sent (a replay counts such "
-            "records as not carried; a fact of the format, not a disagreement):"
-        )
-        for f in report.not_carried.values():
-            more = f" [{f.count} times]" if f.count > 1 else ""
-            lines.append(f"  {f.who}: {f.path}: payload {f.payload}: {f.detail}{more}")
-    if report.ok:
-        left = f" ({len(report.refused)} left out above)" if report.refused else ""
-        lines.append(f"all codecs agree{left}")
-        return "\n".join(lines)
-    lines.append("disagreements (who: path: first occurrence):")
-    for f in report.findings.values():
-        more = f" [{f.count} times]" if f.count > 1 else ""
-        lines.append(f"  {f.who}: {f.path}: payload {f.payload}: {f.detail}{more}")
-    return "\n".join(lines)
+__all__ = ["CheckReport", "Finding", "refusal_lines", "render", "run_check"]

@@ -209,10 +209,8 @@ def derive_text(schema: UserSchema, form: str) -> str:
             text = f"# {one}: your own form ({schema.name}); nothing to derive\n"
         elif one in WIRE_FORMS:
             text = wire_form(one, schema)
-        elif one == "msgspec":
-            text = msgspec_source(schema)
-        elif one == "pydantic":
-            text = pydantic_source(schema)
+        elif one in ("msgspec", "pydantic"):
+            text = _python_form(one, schema)
         elif (why := codec_refusal("protobuf", schema)) is not None:
             text = refusal_comment("//", "protobuf", schema.name, why)
         else:
@@ -227,6 +225,29 @@ def derive_text(schema: UserSchema, form: str) -> str:
             text = f"{rule} ===== {one} =====\n{text}"
         chunks.append(text)
     return "\n".join(chunks)
+
+
+_PYTHON_CODECS: Final = {
+    "msgspec": ("msgspec-json", "msgspec-msgpack"),
+    "pydantic": ("json+pydantic", "json-stdlib+pydantic", "orjson+pydantic"),
+}
+"""The codecs each derived Python form is the form of."""
+
+
+def _python_form(form: str, schema: UserSchema) -> str:
+    """The derived Structs or models, when a codec of theirs carries the schema
+    (with a comment naming any of them that does not); else that refusal."""
+    why = {c: codec_refusal(c, schema) for c in _PYTHON_CODECS[form]}
+    refused = {c: w for c, w in why.items() if w is not None}
+    if len(refused) == len(why):
+        return "".join(
+            refusal_comment("#", codec, schema.name, w) for codec, w in refused.items()
+        )
+    text = msgspec_source(schema) if form == "msgspec" else pydantic_source(schema)
+    notes = "".join(
+        refusal_comment("#", codec, schema.name, w) for codec, w in refused.items()
+    )
+    return notes + text
 
 
 def _check_logic(

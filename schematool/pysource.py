@@ -2,7 +2,11 @@
 
 The text defines the same classes `schemas.user.loader` builds at run time, with the
 same options and annotations (a unit test executes it and compares), nested classes
-first so that no annotation is a forward reference.
+first; a message that holds itself is a forward reference, which `from __future__
+import annotations` lets msgspec and pydantic resolve in the module. A type msgspec
+carries as text (an address, a URL) keeps its class, and the module defines the
+`dec_hook` and `enc_hook` that make it from its text and write it back, as the
+codecs do: decode with `msgspec.json.Decoder(Root, dec_hook=dec_hook)`.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
-from schemas.derive.msgspec_structs import msgspec_bounds
+from schemas.derive.msgspec_structs import msgspec_bounds, tagged_members
 from schemas.shape import (
     Choice,
     FieldShape,
@@ -29,6 +33,8 @@ from schemas.shape import (
     TypeShape,
     UnionOf,
     messages,
+    nested,
+    parts,
 )
 from schemas.user.loader import UserSchema
 
@@ -48,7 +54,7 @@ _BASES: Final[dict[str, str]] = {
     "timedelta": "datetime.timedelta",
 }
 _HEADER: Final = '"""{what} derived by codec-schema from {spec}."""\n'
-_STRUCT_OPTIONS: Final = "frozen=True, kw_only=True, forbid_unknown_fields={}, gc=False"
+_STRUCT_OPTIONS: Final = "frozen={}, kw_only=True, forbid_unknown_fields={}, gc=False"
 _MODULES: Final = ("datetime", "decimal", "enum", "uuid")
 
 
@@ -61,8 +67,10 @@ def annotation_text(shape: TypeShape, flavor: Flavor) -> str:
             return "Literal[" + ", ".join(_literal(v) for v in shape.values) + "]"
         name = shape.enum.__qualname__
         return f"Annotated[{name}, Strict(False)]" if flavor == "pydantic" else name
-    if isinstance(shape, Foreign):  # msgspec has no such type (refused)
-        return "Any" if flavor == "msgspec" else shape.name
+    if isinstance(shape, Foreign):  # msgspec has none but its text (else refused)
+        if flavor == "msgspec" and shape.text is None:
+            return "Any"
+        return _class_text(shape.annotation) if shape.text is not None else shape.name
     if isinstance(shape, TupleOf):
         return f"tuple[{', '.join(annotation_text(s, flavor) for s in shape.items)}]"
     if isinstance(shape, UnionOf):
@@ -122,7 +130,10 @@ def _callable(factory: Any) -> str:
 
 def msgspec_source(schema: UserSchema) -> str:
     """The msgspec Structs of `schema` as a module."""
-    return _module(schema, "msgspec", "msgspec Structs", _struct_class)
+    tags = tagged_members(schema.shape)
+    return _module(
+        schema, "msgspec", "msgspec Structs", lambda m: _struct_class(m, tags)
+    )
 
 
 def pydantic_source(schema: UserSchema) -> str:
@@ -132,18 +143,34 @@ def pydantic_source(schema: UserSchema) -> str:
         extra = "forbid" if msg.forbid_unknown else "ignore"
         return [
             f"class {msg.name}(BaseModel):",
-            f'    model_config = ConfigDict(strict=True, extra="{extra}", frozen=True, '
-            "protected_namespaces=())",
+            f'    model_config = ConfigDict(strict=True, extra="{extra}", '
+            f"frozen={msg.frozen}, protected_namespaces=())",
             *(f"    {field_text(f, 'pydantic')}" for f in msg.fields),
         ]
 
     return _module(schema, "pydantic", "pydantic models", model_class)
 
 
-def _struct_class(msg: MessageShape) -> list[str]:
-    body = [f"    {field_text(f, 'msgspec')}" for f in msg.fields] or ["    pass"]
-    options = _STRUCT_OPTIONS.format(msg.forbid_unknown)
-    return [f"class {msg.name}(msgspec.Struct, {options}):", *body]
+def _struct_class(
+    msg: MessageShape, tags: dict[int, tuple[str, str, str | int]]
+) -> list[str]:
+    """A Struct; a member of a tagged union is tagged (msgspec reads the member
+    its tag names), its tag readable as a property, as the run-time Struct's."""
+    tag = tags.get(id(msg))
+    kept = [f for f in msg.fields if tag is None or f.name != tag[0]]
+    body = [f"    {field_text(f, 'msgspec')}" for f in kept]
+    options = _STRUCT_OPTIONS.format(msg.frozen, msg.forbid_unknown)
+    if tag is not None:
+        name, wire, value = tag
+        options = f"tag_field={_literal(wire)}, tag={_literal(value)}, {options}"
+        kind = "str" if isinstance(value, str) else "int"
+        body += [
+            "",
+            "    @property",
+            f"    def {name}(self) -> {kind}:",
+            f"        return {_literal(value)}",
+        ]
+    return [f"class {msg.name}(msgspec.Struct, {options}):", *(body or ["    pass"])]
 
 
 def _module(
@@ -154,20 +181,90 @@ def _module(
 ) -> str:
     ordered = messages(schema.shape)
     chunks = [*_enum_classes(ordered), *("\n".join(render_class(m)) for m in ordered)]
+    texts = _text_types(ordered) if flavor == "msgspec" else {}
+    if texts:
+        chunks.append(_hooks(texts))
     body = "\n\n\n".join(chunks)
     header = _HEADER.format(what=what, spec=schema.name)
-    return f"{header}\n{_imports(ordered, body, flavor)}\n\n\n{body}\n"
+    future = "from __future__ import annotations\n\n" if _holds_itself(ordered) else ""
+    imports = _imports(ordered, body, flavor)
+    return f"{header}\n{future}{imports}\n\n\n{body}\n"
+
+
+def _holds_itself(ordered: list[MessageShape]) -> bool:
+    """A message refers to one printed after it (a message that holds itself)."""
+    seen: set[int] = set()
+    for msg in ordered:
+        if any(id(m) not in seen for f in msg.fields for m in nested(f.type)):
+            return True
+        seen.add(id(msg))  # after: a class naming itself is a forward reference
+    return False
+
+
+def _text_types(ordered: list[MessageShape]) -> dict[str, str]:
+    """Class text -> the text of what makes it from its text (`Foreign.text`)."""
+    out: dict[str, str] = {}
+    for msg in ordered:
+        for f in msg.fields:
+            pending: list[TypeShape] = [f.type]
+            while pending:
+                shape = pending.pop()
+                if isinstance(shape, Foreign) and shape.text is not None:
+                    cls = _class_text(shape.annotation)
+                    module = getattr(shape.annotation, "__module__", "")
+                    maker = (
+                        cls
+                        if module == "ipaddress"
+                        else (f"pydantic.TypeAdapter({cls}).validate_python")
+                    )
+                    if cls in ("pydantic.IPvAnyAddress", "pydantic.IPvAnyNetwork"):
+                        kind = "address" if "Address" in cls else "network"
+                        maker = f"ipaddress.ip_{kind}"
+                    out[cls] = maker
+                elif not isinstance(shape, MessageShape):
+                    pending.extend(parts(shape))
+    return out
+
+
+def _hooks(texts: dict[str, str]) -> str:
+    makers = "".join(f"    {cls}: {maker},\n" for cls, maker in texts.items())
+    return (
+        "_FROM_TEXT: dict[Any, Any] = {\n" + makers + "}\n"
+        '"""The types carried as their text, and what makes each from it."""\n\n\n'
+        "def dec_hook(kind: Any, obj: Any) -> Any:\n"
+        '    """Makes a type msgspec has no form of from its text, as pydantic does."""\n'
+        "    if kind in _FROM_TEXT and isinstance(obj, str):\n"
+        "        return _FROM_TEXT[kind](obj)\n"
+        '    raise NotImplementedError(f"{kind} is not carried")\n\n\n'
+        "def enc_hook(obj: Any) -> Any:\n"
+        '    """Writes a type carried as its text."""\n'
+        "    return str(obj)"
+    )
+
+
+def _class_text(cls: Any) -> str:
+    """How the module names a class: `ipaddress.IPv4Address`, `pydantic.HttpUrl`."""
+    module = getattr(cls, "__module__", "builtins")
+    if module.startswith("pydantic"):
+        module = "pydantic"
+    return f"{module}.{getattr(cls, '__qualname__', cls)}"
 
 
 def _imports(ordered: list[MessageShape], body: str, flavor: Flavor) -> str:
     """Only what `body` uses, so that the file passes a linter as written."""
     modules = {*_MODULES, *_factory_modules(ordered)}
+    if re.search(r"\bipaddress\.", body):
+        modules.add("ipaddress")
     stdlib = [f"import {m}" for m in sorted(modules) if re.search(rf"\b{m}\.", body)]
     typing = [n for n in ("Annotated", "Literal") if f"{n}[" in body]
+    if re.search(r"\bAny\b", body):
+        typing = sorted([*typing, "Any"])
     if typing:
         stdlib.append(f"from typing import {', '.join(typing)}")
     if flavor == "msgspec":
         third = ["import msgspec"]
+        if re.search(r"\bpydantic\.", body):
+            third.append("import pydantic")
     else:
         names = [
             "AwareDatetime",
@@ -179,6 +276,8 @@ def _imports(ordered: list[MessageShape], body: str, flavor: Flavor) -> str:
         ]
         used = [n for n in names if re.search(rf"\b{n}\b", body)]
         third = [f"from pydantic import {', '.join(used)}"]
+        if re.search(r"\bpydantic\.", body):
+            third.insert(0, "import pydantic")
     shapes = [s for msg in ordered for f in msg.fields for s in _leaves(f.type)]
     own = sorted(
         {

@@ -7,6 +7,7 @@ from typing import Any, Final
 import msgspec
 from pydantic import BaseModel, Strict
 
+from schemas.formats import MSGSPEC_CODECS as MSGSPEC, PYDANTIC_CODECS
 from schemas.shape import (
     Choice,
     FieldShape,
@@ -20,8 +21,9 @@ from schemas.shape import (
 )
 from schemas.user.loader import UserSchema
 from schemas.user.skipped_checks import skipped_checks
+from schematool.codecs import WIRE_CODECS
 from schematool.protosource import field_declaration, find_message
-from schematool.wireforms import WIRE_FORMS, form_status
+from schematool.wireforms import form_status
 
 _HEADERS: Final = ("field", "type", "protobuf", "notes")
 _STRING_CARRIED: Final = "json-stdlib+pydantic and orjson+pydantic"
@@ -41,10 +43,12 @@ def render_show(schema: UserSchema) -> str:
     for row in rows:
         cells = [cell.ljust(w) for cell, w in zip(row, widths, strict=False)]
         lines.append("  ".join([*cells, row[-1]]).rstrip())
-    derived = [
-        n for n in ("protobuf", *WIRE_FORMS) if n != "protobuf" or mine != "proto"
-    ]
-    lines.extend(f"{name}: {form_status(name, schema)}" for name in derived)
+    own = {"pydantic": PYDANTIC_CODECS, "msgspec": MSGSPEC, "proto": ("protobuf",)}
+    lines.extend(
+        f"{name}: {form_status(name, schema)}"
+        for name in WIRE_CODECS
+        if name not in own[mine]
+    )
     return "\n".join(lines)
 
 
@@ -58,7 +62,8 @@ def _forms(schema: UserSchema) -> list[str]:
     }
     derived = {
         "pydantic": f"{model.__name__}, derived (strict; JSON-string values lenient)",
-        "msgspec": f"{struct.__name__}, derived (strict, frozen, "
+        "msgspec": f"{struct.__name__}, derived (strict, "
+        f"{'frozen' if struct.__struct_config__.frozen else 'mutable'}, "
         f"{_struct_options(struct)}{_renamed(schema)})",
         "proto": f"{schema.shape.proto_name}, derived proto3, built in memory (no "
         f"file written; `codec-schema derive {schema.name} --form proto > "
@@ -136,6 +141,14 @@ def _notes(msg: MessageShape, f: FieldShape) -> list[str]:
         notes.append("protobuf carries its text, converted back when read")
     if f.alias:
         notes.append(f"wire key {f.alias!r} (protobuf json_name)")
+    if f.read_key:
+        notes.append(f"your model reads it under {f.read_key!r}, not its wire key")
+    if isinstance(leaf, Scalar) and leaf.holds == "json":
+        notes.append("the JSON text is carried; your model holds it parsed")
+    elif isinstance(leaf, Scalar) and leaf.holds is not None:
+        notes.append("the secret's text is carried, never printed")
+    if f.serializer:
+        notes.append(f"written by {f.serializer}")
     if isinstance(leaf, Choice) and leaf.enum is not None and not leaf.generated:
         notes.append(
             f"protobuf holds the value, which == the {leaf.enum.__name__} member"

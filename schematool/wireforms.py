@@ -8,6 +8,7 @@ text, and only that format is affected.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Final
 
@@ -46,10 +47,16 @@ def wire_form(name: str, schema: UserSchema) -> str:
 
 
 def refusal_comment(mark: str, name: str, source: str, why: str) -> str:
-    """`// protobuf: cannot hold SOURCE: ...` and a line per field."""
-    return (
-        f"{mark} {name}: cannot hold {source}: {why.removeprefix('schema error: ')}\n"
-    )
+    """`// protobuf: cannot hold SOURCE: ...` and a line per field, each a comment
+    of the form's language (Avro's JSON has none: a JSON object holding the lines,
+    which no Avro parser takes for a schema)."""
+    head, *rest = why.removeprefix("schema error: ").splitlines()
+    if not head.startswith(f"{name} cannot carry"):
+        head = f"{name}: cannot hold {source}: {head}"
+    lines = [head, *(r.strip() for r in rest)]
+    if name == "avro":
+        return json.dumps({"refused": lines}, indent=2, ensure_ascii=False) + "\n"
+    return "".join(f"{mark} {line}\n" for line in lines)
 
 
 def form_status(name: str, schema: UserSchema) -> str:
@@ -58,5 +65,16 @@ def form_status(name: str, schema: UserSchema) -> str:
     why = codec_refusal(name, schema)
     if why is not None:
         return f"refused: {why.removeprefix('schema error: ')}"
-    form = "proto" if name == "protobuf" else name
+    form = _FORMS.get(name, name)
     return f"derived (codec-schema derive --form {form})"
+
+
+_FORMS: Final = {
+    "protobuf": "proto",
+    "msgspec-json": "msgspec",
+    "msgspec-msgpack": "msgspec",
+    "json+pydantic": "pydantic",
+    "json-stdlib+pydantic": "pydantic",
+    "orjson+pydantic": "pydantic",
+}
+"""The `derive --form` each codec's form is printed by."""

@@ -1,7 +1,9 @@
 """Derive msgspec Structs from a shape, with the built-in Structs' options.
 
-Like `schemas.builtin.structs`: `frozen`, `kw_only` and `gc=False` (a decoded message is a
-tree of values that cannot form a reference cycle). Unknown fields are rejected
+Like `schemas.builtin.structs`: `kw_only` and `gc=False` (a decoded message is a tree
+of values that cannot form a reference cycle, a message that holds itself too);
+`frozen` when the source's objects are (pydantic's `frozen=True`), so a handler that
+sets a field works on the Struct wherever it works on the model. Unknown fields are rejected
 when the source rejects them (pydantic's `extra="forbid"`) and ignored otherwise,
 as pydantic's default `extra="ignore"` does. Aliases are the wire keys (`rename`).
 msgspec is strict: "42" is not an int. Bounds msgspec cannot check (on a Decimal,
@@ -102,9 +104,10 @@ def build_structs(
             `schemas.user.struct_validators`); none by default.
     """
     built: dict[int, Any] = {}
-    tags = _tagged(root)
+    tags = tagged_members(root)
     unions = _untagged(root)
     built.update(unions)  # a field's type, before any member is built
+    later: list[tuple[Any, FieldShape]] = []
     for msg in messages(root):
         tag = tags.get(id(msg))
         kept = [f for f in msg.fields if tag is None or f.name != tag[0]]
@@ -122,18 +125,23 @@ def build_structs(
             options.setdefault("namespace", {})["__post_init__"] = post
         markers = [u for u in unions.values() if msg in u.shape.members]
         if markers:  # a member of an untagged union is an instance of its type
-            options["bases"] = (_member_base(msg.name, markers),)
-        built[id(msg)] = msgspec.defstruct(
+            options["bases"] = (_member_base(msg.name, markers, msg.frozen),)
+        ahead = [f for f in kept if _ahead(f.type, built)]
+        struct = msgspec.defstruct(
             msg.name,
             [_field(f, built) for f in kept],
             module=DERIVED_MODULE,
-            frozen=True,
+            frozen=msg.frozen,
             kw_only=True,
             forbid_unknown_fields=msg.forbid_unknown,
             gc=False,
             rename=rename or None,
             **options,
         )
+        built[id(msg)] = struct
+        later.extend((struct, f) for f in ahead)
+    for struct, f in later:  # a message that holds itself: typed once all are built
+        struct.__annotations__[f.name] = _field(f, built)[1]
     for union in unions.values():
         union.members = tuple(built[id(m)] for m in union.shape.members)
     root_struct: type[msgspec.Struct] = built[id(root)]
@@ -243,10 +251,17 @@ def _untagged(root: MessageShape) -> dict[int, type[UntaggedUnion]]:
     return out
 
 
-def _member_base(name: str, markers: list[type[UntaggedUnion]]) -> type:
+def _ahead(shape: TypeShape, built: dict[int, Any]) -> bool:
+    """`shape` refers to a message not built yet (a message that holds itself)."""
+    if isinstance(shape, MessageShape):
+        return id(shape) not in built
+    return any(_ahead(inner, built) for inner in parts(shape))
+
+
+def _member_base(name: str, markers: list[type[UntaggedUnion]], frozen: bool) -> type:
     """A Struct base with no fields that makes its subclass an instance of each
     union type in `markers` (their classes hold no slots)."""
-    kwds = {"frozen": True, "kw_only": True, "gc": False}
+    kwds = {"frozen": frozen, "kw_only": True, "gc": False}
     return types.new_class(f"{name}Member", (msgspec.Struct, *markers), kwds)
 
 
@@ -255,7 +270,7 @@ def _constant(value: str | int) -> property:
     return property(lambda _self: value)
 
 
-def _tagged(root: MessageShape) -> dict[int, tuple[str, str, str | int]]:
+def tagged_members(root: MessageShape) -> dict[int, tuple[str, str, str | int]]:
     """Members of tagged unions: message id -> (tag attribute, wire key, value)."""
     out: dict[int, tuple[str, str, str | int]] = {}
     pending: list[Any] = [f.type for m in messages(root) for f in m.fields]
@@ -286,7 +301,7 @@ def _field(
 
 def _annotation(shape: TypeShape, built: dict[int, type[msgspec.Struct]]) -> Any:
     if isinstance(shape, MessageShape):
-        return built[id(shape)]
+        return built.get(id(shape), Any)  # Any: not built yet (`_ahead`)
     if isinstance(shape, Choice):
         return shape.enum or Literal.__getitem__(shape.values)
     if isinstance(shape, Foreign):

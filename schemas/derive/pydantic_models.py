@@ -1,7 +1,7 @@
 """Derive pydantic v2 models from a shape (for a msgspec Struct or `.proto` source).
 
-Derived models are strict and frozen like `schemas.builtin.pydantic_forms`, and forbid
-unknown fields when the source does. Aliases are the wire keys (`Field(alias=...)`).
+Derived models are strict like `schemas.builtin.pydantic_forms` (frozen when the
+source's objects are), and forbid unknown fields when the source does. Aliases are the wire keys (`Field(alias=...)`).
 One exception keeps the two-pass codecs (`model_validate(json.loads(data))`)
 working: values that JSON can only carry as a string or a number of another kind
 (datetimes, base64 bytes, UUIDs, Decimals, enum values, int map keys) are validated
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import warnings
 from types import GenericAlias
-from typing import Annotated, Any, Final, Literal, Union
+from typing import Annotated, Any, Final, ForwardRef, Literal, Union
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, Strict
@@ -48,11 +48,12 @@ def build_models(root: MessageShape) -> type[BaseModel]:
     """
     refusals = Refusals()
     built: dict[int, type[BaseModel]] = {}
+    ahead: list[type[BaseModel]] = []
     for msg in messages(root):
         config = ConfigDict(
             strict=True,
             extra="forbid" if msg.forbid_unknown else "ignore",
-            frozen=True,
+            frozen=msg.frozen,
             protected_namespaces=(),
             allow_inf_nan=False,  # JSON has no NaN or Infinity; 1e999 overflows
         )
@@ -70,13 +71,18 @@ def build_models(root: MessageShape) -> type[BaseModel]:
             refusals.add(msg.name, f"pydantic: {warning.message}")
         refusals.raise_any()
         built[id(msg)] = model
+        if not model.__pydantic_complete__:  # names a message built after it
+            ahead.append(model)
+    names = {m.__name__: m for m in built.values()}
+    for waiting in ahead:  # a message that holds itself: resolved once all are built
+        waiting.model_rebuild(_types_namespace=names)
     return built[id(root)]
 
 
 def _field(f: FieldShape, built: dict[int, type[BaseModel]]) -> tuple[Any, Any]:
     annotation = annotation_of(f.type, built)
     if f.nullable:
-        annotation = annotation | None
+        annotation = Union.__getitem__((annotation, None))
     if f.default_factory is not None:
         return annotation, Field(default_factory=f.default_factory, alias=f.alias)
     default = ... if f.required else f.default
@@ -85,8 +91,8 @@ def _field(f: FieldShape, built: dict[int, type[BaseModel]]) -> tuple[Any, Any]:
 
 def annotation_of(shape: TypeShape, built: dict[int, type[BaseModel]]) -> Any:
     """The pydantic annotation of a shape (nested models from `built`, by id)."""
-    if isinstance(shape, MessageShape):
-        return built[id(shape)]
+    if isinstance(shape, MessageShape):  # its name: not built yet (holds itself)
+        return built.get(id(shape), ForwardRef(shape.name))
     if isinstance(shape, Choice):
         if shape.enum is None:
             return Literal.__getitem__(shape.values)

@@ -3,8 +3,10 @@
 | module | holds |
 | --- | --- |
 | `loader` | `load_schema("MODULE:NAME" | "FILE.proto:Message")` to a `UserSchema` |
-| `pydantic_reader`, `msgspec_reader`, `proto_reader` | a model, a Struct or a `.proto` message read into a shape |
-| `type_hints`, `field_bounds` | annotations and `Field(...)` metadata read into kinds and bounds |
+| `model/` | a pydantic model read from its core schema, as pydantic reads and writes it |
+| `msgspec_reader`, `proto_reader` | a Struct or a `.proto` message read into a shape |
+| `type_hints` | a Struct's annotations read into kinds and bounds |
+| `foreign_types` | the types with no shape kind (addresses, URLs, `Any`): samples and text |
 | `skipped_checks` | which codec skips which check the user's own form makes |
 | `validators` | which codec does not run which validator or computed field of the model |
 | `catalogue` | the usual types against every codec's rules: docs/types.md, generated |

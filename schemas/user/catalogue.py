@@ -17,13 +17,13 @@ import sys
 import uuid
 from pathlib import Path
 from types import GenericAlias
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Generic, Literal, TypeVar
 
 import pydantic
 
 from schemas.carried import carried
-from schemas.formats import DERIVED_CODECS, ORJSON, Refusals, carriage
-from schemas.user.pydantic_reader import read_model
+from schemas.formats import DERIVED_CODECS, ORJSON
+from schemas.user.loader import from_class
 
 
 class Colour(enum.Enum):
@@ -135,6 +135,64 @@ UNIONS: Final[tuple[tuple[str, Any], ...]] = (
 )
 """Unions, after the catalogue: `schemas.unions` says what each format makes of them."""
 
+
+class Node(pydantic.BaseModel):
+    """A model that holds itself (a tree)."""
+
+    name: str
+    children: list[Node] = []
+
+
+T = TypeVar("T")
+
+
+class Box(pydantic.BaseModel, Generic[T]):
+    """A generic model."""
+
+    item: T
+
+
+def _cents(value: decimal.Decimal) -> int:
+    return int(value.scaleb(2))
+
+
+def _from_cents(value: Any) -> Any:
+    return decimal.Decimal(value).scaleb(-2) if isinstance(value, int) else value
+
+
+def _iso(value: datetime.datetime) -> str:
+    return value.astimezone(datetime.UTC).isoformat(timespec="milliseconds")
+
+
+APPLIED: Final[tuple[tuple[str, Any, dict[str, Any]], ...]] = (
+    ("`Json[dict[str, int]]`", pydantic.Json[dict[str, int]], {}),
+    ("`SecretStr`", pydantic.SecretStr, {}),
+    ("`SecretBytes`", pydantic.SecretBytes, {}),
+    ("`Enum` (plain) with `use_enum_values=True`", Colour, {"use_enum_values": True}),
+    ("a model that holds itself (`children: list[Node]`)", Node, {}),
+    ("a generic model (`Box[int]`)", Box[int], {}),
+    (
+        "`datetime` written by a `PlainSerializer` as ISO text",
+        Annotated[
+            pydantic.AwareDatetime,
+            pydantic.PlainSerializer(_iso, return_type=str, when_used="json"),
+        ],
+        {},
+    ),
+    (
+        "`Decimal` written as cents by a `PlainSerializer` (read back by a "
+        "`BeforeValidator`)",
+        Annotated[
+            decimal.Decimal,
+            pydantic.BeforeValidator(_from_cents),
+            pydantic.PlainSerializer(_cents, return_type=int, when_used="json"),
+        ],
+        {},
+    ),
+)
+"""What pydantic applies beyond the annotation, after the unions: (how the docs name
+it, the annotation, the model's config)."""
+
 _HEAD: Final = """# What each type becomes in each codec
 
 Generated from the code (`schemas/user/catalogue.py`; a unit test fails when this
@@ -153,21 +211,27 @@ run your own model and carry every type, but for orjson's limit of 64-bit ints (
 verdict is in the pydantic column when it is not native). Validators are never
 refused: `check` lists them as not run by the derived codecs.
 
+Your model is read as pydantic reads it (its core schema), so the last rows are what
+pydantic applies beyond an annotation: `Json[X]` and secrets travel as the text your
+producer writes; with `use_enum_values` your model holds the values, which every
+format carries; a model that holds itself and a generic model are messages like
+any other. A serializer is tried on your model's own messages: what it writes is
+carried where the derived forms read it back to your model's value, else that field
+is refused, naming the serializer.
+
 """
 
 
-def cells(annotation: Any) -> dict[str, str]:
+def cells(annotation: Any, config: dict[str, Any] | None = None) -> dict[str, str]:
     """Each derived codec's verdict on one annotation (and orjson+pydantic's, the
-    one pydantic codec with a limit): native, carried or refused."""
-    model = pydantic.create_model("Row", value=(annotation, ...))
-    refusals = Refusals()
-    shape = read_model(model, refusals)
-    lines: dict[str, list[str]] = {
-        c: list(found) for c, found in refusals.by_codec.items()
-    }
-    for codec, found in carriage(shape, "pydantic").items():
-        lines.setdefault(codec, []).extend(found)
-    forms = carried(shape, "pydantic")
+    one pydantic codec with a limit): native, carried or refused, as a team's
+    model with that one field is loaded (`from_class`)."""
+    settings = pydantic.ConfigDict()
+    settings.update(config or {})  # type: ignore[typeddict-item]
+    model = pydantic.create_model("Row", __config__=settings, value=(annotation, ...))
+    schema = from_class(model, "catalogue:Row")
+    lines = {codec: list(found) for codec, found in schema.refused.items()}
+    forms = carried(schema.shape, "pydantic")
     out: dict[str, str] = {}
     for codec in (*DERIVED_CODECS, ORJSON):
         if lines.get(codec):
@@ -190,8 +254,11 @@ def render() -> str:
         "| " + " | ".join(head) + " |",
         "|" + " --- |" * len(head),
     ]
-    for label, annotation in (*CATALOGUE, *UNIONS):
-        verdicts = cells(annotation)
+    rows_of: list[tuple[str, Any, dict[str, Any]]] = [
+        (label, a, {}) for label, a in (*CATALOGUE, *UNIONS)
+    ]
+    for label, annotation, config in (*rows_of, *APPLIED):
+        verdicts = cells(annotation, config)
         orjson = verdicts[ORJSON]
         pydantic_cell = "native" if orjson == "native" else f"native; {ORJSON} {orjson}"
         row = [label.replace("|", "\\|"), pydantic_cell] + [

@@ -26,9 +26,10 @@ from schemas.errors import ConfigError
 from schemas.formats import DERIVED_CODECS, Refusals, carriage
 from schemas.prototext.parser import parse_proto
 from schemas.shape import MessageShape, messages
+from schemas.user.model.reader import read_model
+from schemas.user.model.serialized import serializer_refusals
 from schemas.user.msgspec_reader import read_struct
 from schemas.user.proto_reader import full_message_name, read_proto
-from schemas.user.pydantic_reader import read_model
 from schemas.user.struct_validators import RUN_BY, post_init
 
 SourceKind = Literal["pydantic", "msgspec", "proto"]
@@ -63,6 +64,9 @@ class UserSchema:
     notes: tuple[tuple[str, str, str], ...] = ()
     on_struct: tuple[tuple[str, str, str], ...] = ()
     validators_run_by: tuple[str, ...] = ()
+    verdicts: dict[str, str | None] = field(default_factory=dict, compare=False)
+    """codec -> its refusal (None: it carries the schema), once decided
+    (`codec.codec_refusal`): every command asks, and the answer does not change."""
 
     def with_validators(self) -> UserSchema:
         """This schema with a Struct that runs the model's after validators
@@ -126,6 +130,9 @@ def from_class(cls: object, name: str) -> UserSchema:
         shape = read_model(cls, refusals)
         file = _derived_file(cls, shape)
         struct = build_structs(shape)
+        for line in serializer_refusals(shape, struct, refusals.serialized):
+            path, _, reason = line.partition(": ")
+            refusals.add(path, reason)
         refused = _by_codec(refusals, shape, "pydantic")
         return UserSchema(
             name,

@@ -57,7 +57,6 @@ class _StructReader:
     def __init__(self, refusals: Refusals) -> None:
         self._refusals = refusals
         self._done: dict[type, MessageShape] = {}
-        self._open: set[type] = set()
         self._names: set[str] = set()
         self._types = AnnotationReader(refusals, self._meta, self._nested)
 
@@ -65,26 +64,18 @@ class _StructReader:
         """Read `struct`, reached at `path`."""
         if struct in self._done:
             return self._done[struct]
-        if struct in self._open:
-            self._refusals.add(
-                path,
-                f"{struct.__name__} refers to itself: recursive types are not mapped",
-            )
-            return MessageShape(struct.__name__)
-        self._open.add(struct)
         self._check_struct(struct, path)
-        fields = tuple(
+        shape = MessageShape(
+            unique_name(struct.__name__, self._names),
+            source=struct,
+            forbid_unknown=forbids_unknown_fields(struct),
+            frozen=struct.__struct_config__.frozen,
+        )
+        self._done[struct] = shape  # before its fields: a field may hold the Struct
+        shape.fields = tuple(
             self._field(info, f"{path}.{info.name}")
             for info in msgspec.structs.fields(struct)
         )
-        self._open.discard(struct)
-        shape = MessageShape(
-            unique_name(struct.__name__, self._names),
-            fields,
-            struct,
-            forbid_unknown=forbids_unknown_fields(struct),
-        )
-        self._done[struct] = shape
         return shape
 
     def _nested(self, cls: type, path: str) -> MessageShape | None:

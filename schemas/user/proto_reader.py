@@ -111,7 +111,6 @@ class _ProtoReader:
         self._refusals = refusals
         self._done: dict[str, MessageShape] = {}
         self._enums: dict[str, Choice] = {}
-        self._open: set[str] = set()
         self._names: set[str] = set()
 
     def message(self, full: str, path: str) -> MessageShape:
@@ -119,19 +118,15 @@ class _ProtoReader:
         if full in self._done:
             return self._done[full]
         desc = self._index[full]
-        if full in self._open or not isinstance(desc, descriptor_pb2.DescriptorProto):
-            self._refusals.add(
-                path, f"{full[1:]} refers to itself: recursion is not mapped"
-            )
+        if not isinstance(desc, descriptor_pb2.DescriptorProto):
+            self._refusals.add(path, f"{full[1:]} is not a message")
             return MessageShape(full.rsplit(".", 1)[-1])
-        self._open.add(full)
-        fields = tuple(self._field(f, f"{path}.{f.name}") for f in desc.field)
-        self._open.discard(full)
         name = unique_name(desc.name, self._names)
         # protobuf reads past field numbers it does not know (it keeps them as
         # unknown fields): the derived forms ignore unknown keys likewise.
-        shape = MessageShape(name, fields, proto_name=full[1:], forbid_unknown=False)
-        self._done[full] = shape
+        shape = MessageShape(name, proto_name=full[1:], forbid_unknown=False)
+        self._done[full] = shape  # before its fields: a field may hold the message
+        shape.fields = tuple(self._field(f, f"{path}.{f.name}") for f in desc.field)
         return shape
 
     def _field(self, f: descriptor_pb2.FieldDescriptorProto, path: str) -> FieldShape:

@@ -28,19 +28,25 @@ a format stores instants, an int no 64-bit format holds, a float a 32-bit format
 narrow; sets always have several distinct members, as their bounds allow.
 
 Keys are the wire keys (a field's alias, else its name), as `model_dump(by_alias=True)`
-and every codec's `from_builtins` have them.
+and every codec's `from_builtins` have them. A pydantic model's payloads are drawn
+as its input (the keys it reads), validated by the model and written as its producer
+writes them (`schemas.user.model.producer`): its validators accept every one, its
+serializers wrote it. A message that holds itself is drawn a few levels deep, then
+with its lists empty and its optional fields left out.
 """
 
 from __future__ import annotations
 
 import base64
 import datetime
-import decimal
+import json
 import random
 import string
 import uuid
 from dataclasses import dataclass
 from typing import Any, Final
+
+from pydantic import BaseModel
 
 from schemas.errors import ConfigError
 from schemas.formats import refusal_text
@@ -56,12 +62,11 @@ from schemas.shape import (
     TupleOf,
     TypeShape,
     UnionOf,
-    fits_64_bits,
-    int_range,
-    int_width,
     messages,
     parts,
 )
+from schemas.user.model.producer import accepted, round_trip, written
+from schemas.user.numbers import draw_decimal, draw_float, draw_int
 from schemas.user.regex_strings import matching, unsupported
 
 _ALPHABET: Final = string.ascii_letters + string.digits + " -_.éüß€"
@@ -69,16 +74,10 @@ _ALPHABET: Final = string.ascii_letters + string.digits + " -_.éüß€"
 
 _EPOCH: Final = datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC)
 _SPAN_S: Final = 10 * 365 * 86_400
-_WIDTH_RANGE: Final[dict[str, tuple[int, int]]] = {
-    "int32": (-(2**31), 2**31 - 1),
-    "uint32": (0, 2**32 - 1),
-    "int64": (-(2**63), 2**63 - 1),
-    "uint64": (0, 2**64 - 1),
-}
-_SMALL: Final = 1_000_000
-_DEFAULT_FLOATS: Final = (-10_000.0, 10_000.0)
-_EDGE: Final = 0.25
-"""How often a value is an edge case (a wide int, a full-precision float)."""
+_DEEP: Final = 3
+"""Messages nested this deep (a message that holds itself) get empty lists and
+maps, None where allowed, and their defaults."""
+_NO_DEEPER: Final = 12
 _OFFSETS: Final = (
     datetime.UTC,
     datetime.timezone(datetime.timedelta(hours=5, minutes=30)),
@@ -119,41 +118,88 @@ def make_payloads(
     *,
     seed: int = 0,
     options: SynthOptions | None = None,
+    stable: bool = True,
 ) -> list[dict[str, Any]]:
     """`count` varied payloads of `shape`, reproducible from `seed`.
 
+    Args:
+        shape: the schema's shape (a pydantic model's: each payload validated by
+            the model and written as its producer writes it).
+        count: how many.
+        seed: their seed.
+        options: their sizes and edges.
+        stable: refuse a model that does not read back what it writes (`False`:
+            return what it writes, for `codec-schema check` to report).
+
     Raises:
         ConfigError: when a field's bounds leave nothing to generate (a string
-            `pattern` with look-arounds, say): every such field, a line each.
+            `pattern` with look-arounds, say): every such field, a line each;
+            when the model's validators reject nearly every draw, or (`stable`)
+            the model does not read what it writes: one line.
     """
     _check_patterns(shape)
     synth = _Synth(random.Random(seed), options or SynthOptions())  # noqa: S311  (seeded test data, not secrets)
-    return [synth.message(shape, shape.name) for _ in range(count)]
+    model = shape.source
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return [synth.message(shape, shape.name) for _ in range(count)]
+    out = [
+        written(model, lambda: synth.message(shape, shape.name)) for _ in range(count)
+    ]
+    if stable and out and (bad := round_trip(model, out[0])) is not None:
+        raise ConfigError(f"schema error: {shape.name}: {bad.line()}")
+    return out
 
 
 class _Synth:
     def __init__(self, rng: random.Random, options: SynthOptions) -> None:
         self._rng = rng
         self._options = options
+        self._depth = 0
 
     def message(self, shape: MessageShape, path: str) -> dict[str, Any]:
+        self._depth += 1
+        model = shape.source
+        try:
+            if (
+                self._depth > 1
+                and isinstance(model, type)
+                and issubclass(model, BaseModel)
+            ):
+                # held in another: accepted alone (the message is validated whole)
+                return accepted(model, lambda: self._message(shape, path))[1]
+            return self._message(shape, path)
+        finally:
+            self._depth -= 1
+
+    def _message(self, shape: MessageShape, path: str) -> dict[str, Any]:
+        if self._depth > _NO_DEEPER:
+            first = ".".join(path.split(".")[:2])  # where it first holds itself
+            raise ConfigError(
+                f"schema error: {first}: {shape.name} holds itself in a required "
+                "field: no finite message of it can be made"
+            )
         out: dict[str, Any] = {}
         for f in shape.fields:
             where = f"{path}.{f.name}"
+            if self._depth > _DEEP and not f.required:
+                continue  # deep in a message that holds itself: its default
+            key = f.read_key or f.wire
             if isinstance(f.type, Foreign) and f.type.sample is None:
                 if f.nullable:
-                    out[f.wire] = None
+                    out[key] = None
                 elif f.required:
                     raise ConfigError(
                         f"schema error: {where}: no synthetic {f.type.name} value "
                         "can be made (give the field a default)"
                     )
                 continue  # its default stands in
-            out[f.wire] = self._field(f, where)
+            out[key] = self._field(f, where)
         return out
 
     def _field(self, f: FieldShape, path: str) -> Any:
-        if f.nullable and self._rng.random() < self._options.none_ratio:
+        if f.nullable and (
+            self._depth > _DEEP or self._rng.random() < self._options.none_ratio
+        ):
             return None
         return self._value(f.type, path)
 
@@ -163,7 +209,8 @@ class _Synth:
         if isinstance(shape, Choice):
             return self._rng.choice(shape.values)
         if isinstance(shape, ListOf):
-            n = self._length(self._options.list_len, shape.constraints, path)
+            wanted = (0, 0) if self._depth > _DEEP else self._options.list_len
+            n = self._length(wanted, shape.constraints, path)
             if isinstance(shape.item, Foreign) and shape.item.sample is None:
                 return []
             if shape.container in ("set", "frozenset"):
@@ -197,7 +244,8 @@ class _Synth:
         return members
 
     def _map(self, shape: MapOf, path: str) -> dict[Any, Any]:
-        n = self._length(self._options.map_len, shape.constraints, path)
+        wanted = (0, 0) if self._depth > _DEEP else self._options.map_len
+        n = self._length(wanted, shape.constraints, path)
         keys: dict[Any, None] = {}
         # Distinct keys: a short key space may hold fewer than n; stop trying then.
         for _ in range(n * 10):
@@ -213,6 +261,8 @@ class _Synth:
 
     def _scalar(self, shape: Scalar, path: str) -> Any:
         rng, bounds = self._rng, shape.constraints
+        if shape.holds == "json" and shape.inner is not None:
+            return json.dumps(self._value(shape.inner, path), separators=(",", ":"))
         if shape.kind == "str":
             if bounds.pattern is not None:
                 return self._matching(bounds, path)
@@ -221,11 +271,11 @@ class _Synth:
         if shape.kind == "uuid":
             return str(uuid.UUID(int=rng.getrandbits(128), version=4))
         if shape.kind == "decimal":
-            return self._decimal(bounds, path)
+            return draw_decimal(self._rng, bounds, path)
         if shape.kind == "int":
-            return self._int(bounds, path)
+            return draw_int(self._rng, bounds, self._options.edges, path)
         if shape.kind == "float":
-            return self._float(bounds, path)
+            return draw_float(self._rng, bounds, self._options.edges, path)
         if shape.kind == "bool":
             return rng.random() < 0.5
         if shape.kind == "bytes":
@@ -263,22 +313,6 @@ class _Synth:
             )
         return text
 
-    def _decimal(self, bounds: Constraints, path: str) -> str:
-        places = 2 if bounds.decimal_places is None else bounds.decimal_places
-        digits = bounds.max_digits
-        # The largest magnitude the digits allow, in units of the last place.
-        most = 10**digits - 1 if digits is not None else None
-        scale = 10**places
-        lo = _bound(bounds.ge, bounds.gt, _DEFAULT_FLOATS[0], max)
-        hi = _bound(bounds.le, bounds.lt, _DEFAULT_FLOATS[1], min)
-        low, high = int(-(-lo * scale // 1)), int(hi * scale // 1)
-        if most is not None:
-            low, high = max(low, -most), min(high, most)
-        if low > high:
-            raise ConfigError(f"schema error: {path}: no Decimal fits its bounds")
-        value = decimal.Decimal(self._rng.randint(low, high)).scaleb(-places)
-        return format(value, "f")
-
     def _length(self, wanted: tuple[int, int], bounds: Constraints, path: str) -> int:
         lo = max(wanted[0], bounds.min_length or 0)
         hi = min(
@@ -289,87 +323,6 @@ class _Synth:
         if bounds.max_length is not None and lo > bounds.max_length:
             raise ConfigError(f"schema error: {path}: min_length > max_length")
         return self._rng.randint(lo, hi)
-
-    def _int(self, bounds: Constraints, path: str) -> int:
-        edge = self._options.edges and not fits_64_bits(bounds)
-        if edge and self._rng.random() < _EDGE:
-            wide = self._wide_int(bounds)
-            if wide is not None:
-                return wide
-        low, high = _WIDTH_RANGE[int_width(bounds)]
-        lo_b, hi_b = int_range(bounds)
-        lo = low if lo_b is None else max(low, lo_b)
-        hi = high if hi_b is None else min(high, hi_b)
-        # Small values by default (+-1e6): short on every wire. Bounds that lie
-        # wholly outside that window get a window of the same width at their edge.
-        clip_lo, clip_hi = max(lo, -_SMALL), min(hi, _SMALL)
-        if clip_lo <= clip_hi:
-            lo, hi = clip_lo, clip_hi
-        elif lo > _SMALL:
-            hi = min(hi, lo + 2 * _SMALL)
-        else:
-            lo = max(lo, hi - 2 * _SMALL)
-        step = int(bounds.multiple_of or 1)
-        first, last = -(-lo // step), hi // step
-        if first > last:
-            raise ConfigError(f"schema error: {path}: no int fits its bounds")
-        return self._rng.randint(first, last) * step
-
-    def _wide_int(self, bounds: Constraints) -> int | None:
-        """An int past 64 bits within `bounds`, near the 64-bit edge (None: the
-        bounds hold no multiple of their step there)."""
-        lo, hi = int_range(bounds)
-        sides = []
-        above = 2**64 if lo is None else max(lo, 2**64)  # past uint64
-        if hi is None or hi >= above:
-            sides.append(
-                (
-                    above,
-                    above + 2 * _SMALL if hi is None else min(hi, above + 2 * _SMALL),
-                )
-            )
-        below = -(2**63) - 1 if hi is None else min(hi, -(2**63) - 1)  # past int64
-        if lo is None or lo <= below:
-            sides.append(
-                (
-                    below - 2 * _SMALL if lo is None else max(lo, below - 2 * _SMALL),
-                    below,
-                )
-            )
-        if not sides:
-            return None
-        low, high = self._rng.choice(sides)
-        step = int(bounds.multiple_of or 1)
-        first, last = -(-low // step), high // step
-        return None if first > last else self._rng.randint(first, last) * step
-
-    def _float(self, bounds: Constraints, path: str) -> float:
-        lo = _bound(bounds.ge, bounds.gt, _DEFAULT_FLOATS[0], max)
-        hi = _bound(bounds.le, bounds.lt, _DEFAULT_FLOATS[1], min)
-        if lo > hi:
-            raise ConfigError(f"schema error: {path}: no float fits its bounds")
-        if bounds.multiple_of:
-            step = float(bounds.multiple_of)
-            return self._rng.randint(int(-(-lo // step)), int(hi // step)) * step
-        # Four decimals: short JSON; every fourth value keeps all 53 bits, which
-        # no 32-bit float holds. Every 64-bit codec reads either back exactly.
-        value = self._rng.uniform(lo, hi)
-        if not (self._options.edges and self._rng.random() < _EDGE):
-            value = round(value, 4)
-        return min(max(value, lo), hi)
-
-
-def _bound(
-    inclusive: float | None, exclusive: float | None, default: float, pick: Any
-) -> float:
-    """The tighter of a default range end and the field's own bound."""
-    value = default
-    if inclusive is not None:
-        value = pick(value, float(inclusive))
-    if exclusive is not None:
-        # Step just inside an exclusive bound: 1e-4 matches the rounding above.
-        value = pick(value, float(exclusive) + (1e-4 if pick is max else -1e-4))
-    return value
 
 
 def _check_patterns(root: MessageShape) -> None:

@@ -14,13 +14,10 @@ from __future__ import annotations
 import datetime
 import decimal
 import enum
-import ipaddress
 import types
 import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
-
-from pydantic import IPvAnyAddress, IPvAnyNetwork
 
 from schemas.formats import Refusals
 from schemas.shape import (
@@ -37,6 +34,7 @@ from schemas.shape import (
     UnionOf,
 )
 from schemas.unions import tag_field_of
+from schemas.user.foreign_types import FOREIGN
 
 _SCALARS: Final[dict[type, ScalarKind]] = {
     str: "str",
@@ -57,44 +55,6 @@ _COLLECTIONS: Final[dict[Any, Container]] = {
     frozenset: "frozenset",
 }
 
-
-def _sample_address(version: int) -> Callable[[Any], str]:
-    def sample(rng: Any) -> str:
-        if version == 4:
-            return f"192.0.2.{rng.randrange(1, 255)}"
-        return f"2001:db8::{rng.randrange(1, 0xFFFF):x}"
-
-    return sample
-
-
-def _sample_network(version: int) -> Callable[[Any], str]:
-    def sample(rng: Any) -> str:
-        if version == 4:
-            return f"198.51.{rng.randrange(256)}.0/24"
-        return f"2001:db8:{rng.randrange(1, 0xFFFF):x}::/48"
-
-    return sample
-
-
-def _sample_any(rng: Any) -> str:
-    return f"any-{rng.randrange(1000)}"
-
-
-FOREIGN: Final[
-    dict[Any, tuple[str, Callable[[Any], Any] | None, Callable[[str], Any] | None]]
-] = {
-    ipaddress.IPv4Address: ("IPv4Address", _sample_address(4), ipaddress.IPv4Address),
-    ipaddress.IPv6Address: ("IPv6Address", _sample_address(6), ipaddress.IPv6Address),
-    ipaddress.IPv4Network: ("IPv4Network", _sample_network(4), ipaddress.IPv4Network),
-    ipaddress.IPv6Network: ("IPv6Network", _sample_network(6), ipaddress.IPv6Network),
-    IPvAnyAddress: ("IPvAnyAddress", _sample_address(6), ipaddress.ip_address),
-    IPvAnyNetwork: ("IPvAnyNetwork", _sample_network(4), ipaddress.ip_network),
-    Any: ("Any", _sample_any, None),
-    object: ("object", _sample_any, None),
-}
-"""Types with no shape kind: name, a maker of synthetic JSON values, and the maker
-of the value from its text (the type's own constructor: what pydantic runs on the
-JSON string), for the formats that carry it as a string."""
 
 MetaReader = Callable[[list[Any], str], tuple[Constraints, set[str]]]
 """Reads `Annotated` metadata: (items, path) -> (bounds, markers such as `base64`)."""

@@ -40,7 +40,7 @@ class TestShow:
         assert code == 0
         assert "pydantic  orders.Order, yours (lax: '42' is an int)" in out
         assert (
-            "msgspec   Order, derived (strict, frozen, ignores unknown fields)" in out
+            "msgspec   Order, derived (strict, mutable, ignores unknown fields)" in out
         )
         lines = {line.split()[0]: line for line in out.splitlines()[6:]}
         assert "int32 quantity = 2" in lines["Order.items[].quantity"]

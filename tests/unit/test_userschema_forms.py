@@ -102,7 +102,7 @@ class TestSameBytesEqualValues:
 
     def test_msgpack_and_protobuf_bytes(self, schema: UserSchema) -> None:
         for payload in make_payloads(schema.shape, 15, seed=8):
-            struct = msgspec.convert(payload, schema.struct)
+            struct = msgspec.convert(payload, schema.struct, str_keys=True)
             packed = msgspec.msgpack.encode(struct)
             from_pack = msgspec.msgpack.decode(packed, type=schema.struct)
             message = json_format.ParseDict(payload, schema.proto())

@@ -82,7 +82,9 @@ class TestPayloads:
         for payload in make_payloads(schema.shape, 20, seed=5):
             values = [
                 read_native(schema.model.model_validate(payload), schema.shape),
-                read_native(msgspec.convert(payload, schema.struct), schema.shape),
+                read_native(
+                    msgspec.convert(payload, schema.struct, str_keys=True), schema.shape
+                ),
                 read_native(
                     json_format.ParseDict(payload, schema.proto()), schema.shape
                 ),
