@@ -7,7 +7,7 @@ models and Structs, its generic aliases, and the `.proto` messages):
 - `codec-schema check` runs the codecs `codec.codec_refusal` accepts and leaves
   out the others; `show` says "derived" or "refused" alike; `derive` prints the
   form or its refusal as comments; the worker's and the load generator's settings
-  (`codec.check_form`) and codec-ab's plan (`abrunner.plan.schema_limits`) refuse
+  (`codec.check_form`) and codec-ab's plan (`abrunner.schema_fit.schema_limits`) refuse
   the same codecs;
 - each form `derive` prints for an accepted codec compiles with its own tool
   (msgspec and pydantic: imported; protobuf: built in a descriptor pool;
@@ -32,7 +32,7 @@ import msgspec
 import pytest
 from pydantic import BaseModel
 
-from abrunner.plan import schema_limits
+from abrunner.schema_fit import schema_limits
 from codec import check_form, codec_refusal, get_codec
 from schemas.compare import diff, read_native
 from schemas.derive.capnp_schema import capnp_form
