@@ -20,6 +20,7 @@ from codec import CODEC_NAMES, CodecName
 from localkafka import LocalKafka
 from localkafka.security import make_material
 from schemas.registry import SCHEMA_NAMES
+from service.telemetry.metrics import DEAD_LETTER_REASONS, E2E_INVALID_REASONS
 from tests.faults.harness import Env, FaultWorker, Outcome
 from tests.faults.poison import MARKER, cases, interleaved
 from tests.faults.producer import good_traffic
@@ -281,10 +282,7 @@ def _listening(pid: int, port: int) -> list[str]:
 _ALLOWED: Final[dict[str, frozenset[str]]] = {
     "codec": frozenset(CODEC_NAMES),
     "outcome": frozenset({"ok", "decode_error", "logic_error"}),
-    "reason": frozenset(
-        {"decode", "empty", "oversize", "content_type", "logic", "encode", "budget"}
-        | {"unparsable", "negative", "too_large"}  # worker_e2e_latency_invalid_total
-    ),
+    "reason": frozenset(DEAD_LETTER_REASONS + E2E_INVALID_REASONS),  # both declared
     "generation": frozenset({"0", "1", "2"}),
     "schema": frozenset(SCHEMA_NAMES),
 }

@@ -91,6 +91,7 @@ class TestWorkerFraming:
     ) -> None:
         monkeypatch.setenv("WORKER_CONSUMER__MAX_POLL_INTERVAL_MS", "5000")
         monkeypatch.setenv("WORKER_PROCESSING__MESSAGE_BUDGET_MS", "1000")  # fits 5 s
+        monkeypatch.setenv("WORKER_PROCESSING__REVOKE_GRACE_S", "1")  # fits 5 s too
         code, out = self._run(
             capsys, "--codec", "avro", "--framing", "confluent", "--registry-url", URL
         )
