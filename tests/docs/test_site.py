@@ -61,7 +61,13 @@ seconds pass side by side."""
 
 
 def test_every_page_loads_without_errors(site: Path, served: str) -> None:
-    from playwright.sync_api import ConsoleMessage, Page, Response, sync_playwright
+    from playwright.sync_api import (
+        ConsoleMessage,
+        Page,
+        Request,
+        Response,
+        sync_playwright,
+    )
 
     problems: list[str] = []
     with sync_playwright() as p:
@@ -69,6 +75,7 @@ def test_every_page_loads_without_errors(site: Path, served: str) -> None:
 
         def tab() -> tuple[Page, list[str]]:
             page, current = browser.new_page(), [""]
+            owner: dict[Request, str] = {}  # the path each request was made for
 
             def problem(text: str) -> None:
                 problems.append(f"{current[0]}: {text}")
@@ -83,7 +90,22 @@ def test_every_page_loads_without_errors(site: Path, served: str) -> None:
 
             page.on("pageerror", lambda e: problem(f"script: {e}"))
             page.on("console", console)
-            page.on("requestfailed", lambda r: problem(f"failed: {r.url} {r.failure}"))
+
+            def failed(request: Request) -> None:
+                # The tab's next page cancels what its last one still fetched (a
+                # favicon after the load): that abort is the navigation's own.
+                made_for = owner.pop(request, current[0])
+                if made_for == current[0] or request.failure != "net::ERR_ABORTED":
+                    problems.append(
+                        f"{made_for}: failed: {request.url} {request.failure}"
+                    )
+
+            def finished(request: Request) -> None:
+                owner.pop(request, None)
+
+            page.on("request", lambda r: owner.__setitem__(r, current[0]))
+            page.on("requestfinished", finished)
+            page.on("requestfailed", failed)
             page.on("response", response)
             return page, current
 
